@@ -1,0 +1,77 @@
+// Consumer<Msg>: the middleware. Wrap a handler, feed it deliveries, act on the
+// Decisions.
+//
+//   idem::ConsumerOptions opts;
+//   opts.store = idem::sqlite::open("sqlite:/var/lib/app/idem.db").value();
+//   idem::Extractors<Order> ex;
+//   ex.id = [](const Order& o) { return std::optional<std::string_view>(o.id); };
+//   auto consumer = idem::Consumer<Order>::create(opts, ex,
+//       [](const Order& o, idem::HandlerContext&) { ship(o); return idem::HandlerResult::ok(); });
+//   idem::Decision d = consumer->process(order);   // then ack / nack / dead-letter
+#pragma once
+
+#include <cstddef>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "idem/engine.hpp"
+#include "idem/message.hpp"
+
+namespace idem {
+
+template <class Msg>
+class Consumer {
+ public:
+  using Handler = std::function<HandlerResult(const Msg&, HandlerContext&)>;
+
+  // Returns kInvalidArgument (naming the option) for a contradictory configuration.
+  static StatusOr<Consumer> create(ConsumerOptions options, Extractors<Msg> extractors, Handler handler) {
+    if (!handler) return invalid_argument("Consumer::create: the handler is empty");
+    auto engine = detail::Engine::create(std::move(options), ExtractorSet::of(extractors));
+    if (!engine.ok()) return engine.status();
+    return Consumer(std::move(engine).value(), std::move(extractors), std::move(handler));
+  }
+
+  // Runs one delivery through the pipeline. Thread-safe. Never throws for a handler's
+  // exception: it becomes a handler failure.
+  Decision process(const Msg& m) {
+    const Msg* one = &m;
+    Call call{this, std::span<const Msg>(one, 1)};
+    return engine_->process(extractors_.view(m), {&call, &Call::invoke}, 0);
+  }
+
+  // Runs many deliveries with batched store calls. Decisions in input order.
+  std::vector<Decision> process_batch(std::span<const Msg> ms) {
+    std::vector<MessageView> views;
+    views.reserve(ms.size());
+    for (const Msg& m : ms) views.push_back(extractors_.view(m));
+    Call call{this, ms};
+    return engine_->process_batch(views, {&call, &Call::invoke});
+  }
+
+  Metrics& metrics() { return engine_->metrics(); }
+  const ConsumerOptions& options() const { return engine_->options(); }
+
+ private:
+  struct Call {
+    Consumer* self;
+    std::span<const Msg> ms;
+    static HandlerResult invoke(void* p, std::size_t i, HandlerContext& ctx) {
+      auto* c = static_cast<Call*>(p);
+      return c->self->handler_(c->ms[i], ctx);
+    }
+  };
+
+  Consumer(std::unique_ptr<detail::Engine> e, Extractors<Msg> x, Handler h)
+      : engine_(std::move(e)), extractors_(std::move(x)), handler_(std::move(h)) {}
+
+  std::unique_ptr<detail::Engine> engine_;
+  Extractors<Msg> extractors_;
+  Handler handler_;
+};
+
+}  // namespace idem

@@ -1,0 +1,108 @@
+// What a handler returns, and the context it runs in.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "idem/clock.hpp"
+#include "idem/guarantee.hpp"
+#include "idem/status.hpp"
+#include "idem/store.hpp"
+
+namespace idem {
+
+namespace detail {
+class Engine;
+struct ContextAccess;
+}
+
+// The result of one handler call. A thrown exception (of any type) counts as fail().
+class HandlerResult {
+ public:
+  enum class Kind { kOk, kFailed, kRetryRequested };
+
+  // The effect happened. `result` (optional) is stored and returned to duplicates.
+  static HandlerResult ok() { return HandlerResult(Kind::kOk); }
+  static HandlerResult ok(std::string result) {
+    HandlerResult r(Kind::kOk);
+    r.result_ = std::move(result);
+    return r;
+  }
+  // The effect did not happen; retried with exponential backoff, capped.
+  static HandlerResult fail(std::string error) {
+    HandlerResult r(Kind::kFailed);
+    r.error_ = std::move(error);
+    return r;
+  }
+  // A business condition: redeliver no sooner than `delay`. Counts against the cap.
+  static HandlerResult retry_after(Duration delay, std::string why = {}) {
+    HandlerResult r(Kind::kRetryRequested);
+    r.delay_ = delay;
+    r.error_ = std::move(why);
+    return r;
+  }
+
+  Kind kind() const { return kind_; }
+  const std::optional<std::string>& result() const { return result_; }
+  const std::string& error() const { return error_; }
+  Duration delay() const { return delay_; }
+
+ private:
+  explicit HandlerResult(Kind k) : kind_(k) {}
+  Kind kind_;
+  std::optional<std::string> result_;
+  std::string error_;
+  Duration delay_{0};
+};
+
+// Given to the handler for the duration of one call; not valid after it returns.
+// Not thread-safe: use it from the handler's own thread.
+class HandlerContext {
+ public:
+  // A bare context (no lease, no transaction, not manual), e.g. for unit tests of a
+  // handler. The middleware makes the real ones.
+  HandlerContext() = default;
+  HandlerContext(const HandlerContext&) = delete;
+  HandlerContext& operator=(const HandlerContext&) = delete;
+
+  // The message id (empty under at_least_once without an id extractor).
+  std::string_view id() const { return id_; }
+  // 1 on the first attempt, 1 + the recorded retries after failures.
+  std::uint32_t attempt() const { return attempt_; }
+  Guarantee guarantee() const { return guarantee_; }
+  // When the lease ends unless extended (effectively_once, manual).
+  TimePoint lease_expires_at() const { return lease_until_; }
+
+  // Extends the in-progress lease to now + lease, for long work. Returns
+  // kFailedPrecondition if the lease was lost, OK and does nothing under guarantees
+  // that keep no lease.
+  Status extend_lease(Duration lease);
+
+  // manual only: ack (commit) or nack (release, retry after `delay`, counted against
+  // the cap). The last call wins. Under other guarantees the call is ignored and a
+  // warning is logged once per consumer.
+  void ack();
+  void nack(Duration delay = Duration{0});
+
+  // transactional mode only: the open store transaction the handler may write in;
+  // null otherwise. Backends offer typed accessors (e.g. idem::sqlite::connection()).
+  StoreTransaction* transaction() const { return transaction_; }
+
+ private:
+  friend class detail::Engine;
+  friend struct detail::ContextAccess;
+  enum class Manual { kNone, kAck, kNack };
+
+  detail::Engine* engine_ = nullptr;
+  std::string_view id_;
+  std::uint32_t attempt_ = 1;
+  Guarantee guarantee_ = Guarantee::kEffectivelyOnce;
+  TimePoint lease_until_{};
+  StoreTransaction* transaction_ = nullptr;
+  Manual manual_ = Manual::kNone;
+  Duration nack_delay_{0};
+};
+
+}  // namespace idem

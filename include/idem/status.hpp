@@ -1,0 +1,92 @@
+// Status and StatusOr: how idem reports failures of the environment (a store that
+// cannot be reached, a corrupt file, an invalid configuration).
+//
+// Outcomes of processing (a duplicate, a stale version, an invalid transition) are
+// never Status errors: they are Decisions with a Reason (see decision.hpp).
+#pragma once
+
+#include <cassert>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+
+namespace idem {
+
+// Canonical codes. The comment on each says who may retry what.
+enum class StatusCode {
+  kOk = 0,
+  kInvalidArgument,     // the caller's input or configuration is wrong; do not retry
+  kNotFound,            // the named thing does not exist
+  kFailedPrecondition,  // the system is not in a state for this call (e.g. a lease
+                        // held by another owner); retry only after the state changes
+  kAborted,             // a concurrent change won (compare-and-set lost); retry the
+                        // whole read-modify-write
+  kResourceExhausted,   // a configured limit was reached; retry later
+  kUnavailable,         // the store cannot be reached right now; retry with backoff
+  kDataLoss,            // stored data is corrupt or of an unknown format; do not retry
+  kInternal,            // a bug or an unexpected answer; do not retry blindly
+};
+
+// Returns the canonical name of a code, e.g. "UNAVAILABLE".
+std::string_view status_code_name(StatusCode code);
+
+// A cheap success value or a code with a message. Thread-compatible.
+class [[nodiscard]] Status {
+ public:
+  Status() = default;
+  Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
+
+  static Status ok() { return {}; }
+
+  bool is_ok() const { return code_ == StatusCode::kOk; }
+  explicit operator bool() const { return is_ok(); }
+  StatusCode code() const { return code_; }
+  const std::string& message() const { return message_; }
+
+  // "OK" or "UNAVAILABLE: <message>".
+  std::string to_string() const;
+
+ private:
+  StatusCode code_ = StatusCode::kOk;
+  std::string message_;
+};
+
+inline Status invalid_argument(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
+inline Status not_found(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
+inline Status failed_precondition(std::string m) { return {StatusCode::kFailedPrecondition, std::move(m)}; }
+inline Status aborted(std::string m) { return {StatusCode::kAborted, std::move(m)}; }
+inline Status resource_exhausted(std::string m) { return {StatusCode::kResourceExhausted, std::move(m)}; }
+inline Status unavailable(std::string m) { return {StatusCode::kUnavailable, std::move(m)}; }
+inline Status data_loss(std::string m) { return {StatusCode::kDataLoss, std::move(m)}; }
+inline Status internal_error(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
+
+// Either a value or a non-OK Status.
+// REQUIRES: value() only when ok(); status() of a value is OK.
+template <class T>
+class [[nodiscard]] StatusOr {
+ public:
+  StatusOr(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design
+  StatusOr(Status status) : v_(std::move(status)) {  // NOLINT: implicit by design
+    assert(!std::get<Status>(v_).is_ok() && "StatusOr needs a value or an error");
+  }
+
+  bool ok() const { return std::holds_alternative<T>(v_); }
+  explicit operator bool() const { return ok(); }
+
+  Status status() const { return ok() ? Status::ok() : std::get<Status>(v_); }
+
+  T& value() & { return std::get<T>(v_); }
+  const T& value() const& { return std::get<T>(v_); }
+  T&& value() && { return std::get<T>(std::move(v_)); }
+  T* operator->() { return &value(); }
+  const T* operator->() const { return &value(); }
+  T& operator*() & { return value(); }
+  const T& operator*() const& { return value(); }
+
+ private:
+  std::variant<T, Status> v_;
+};
+
+}  // namespace idem

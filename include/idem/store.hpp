@@ -1,0 +1,173 @@
+// The store contract (DESIGN.md §4). Every backend implements Store and passes the
+// conformance suite in tests/conformance/.
+//
+// Ids are arbitrary bytes (NUL and non-UTF-8 included). Times are passed in by the
+// caller (`now`), never read from a clock inside a store, so that expiry is
+// deterministic under test. Unless a backend says otherwise, every method is
+// thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "idem/clock.hpp"
+#include "idem/status.hpp"
+
+namespace idem {
+
+// What a backend can promise. The consumer checks these against its options.
+struct StoreCapabilities {
+  bool durable = false;        // committed records survive a process crash
+  bool shared = false;         // several processes may use the same store at once
+  bool probabilistic = false;  // may answer "completed" for an id never committed
+  bool transactional = false;  // begin() gives a transaction the handler can write in
+  bool native_ttl = false;     // the backend expires records by itself
+};
+
+enum class ClaimStatus {
+  kNew,         // the caller now holds the lease and must commit or release
+  kCompleted,   // committed before (and not yet expired)
+  kInProgress,  // some owner (the caller included) holds an unexpired lease
+  kConflict,    // the id is known with a different payload fingerprint
+};
+
+struct ClaimRequest {
+  std::string_view id;                  // REQUIRES: non-empty
+  std::string_view owner;               // who holds the lease if kNew
+  Duration lease{0};                    // REQUIRES: > 0
+  std::optional<std::uint64_t> fingerprint;  // payload hash; nullopt: do not compare
+  TimePoint now;
+};
+
+struct ClaimResult {
+  ClaimStatus status = ClaimStatus::kNew;
+  std::uint32_t retries = 0;          // kNew: failed attempts recorded for this id so far
+  std::optional<std::string> result;  // kCompleted: the stored result, if any
+  bool dead_lettered = false;         // kCompleted: the record marks a dead-lettered id
+  std::string owner;                  // kInProgress: the lease holder
+  Duration lease_left{0};             // kInProgress: time until the lease expires
+
+  static ClaimResult granted(std::uint32_t retries) {
+    ClaimResult r;
+    r.retries = retries;
+    return r;
+  }
+  static ClaimResult conflict() {
+    ClaimResult r;
+    r.status = ClaimStatus::kConflict;
+    return r;
+  }
+};
+
+enum class Outcome {
+  kProcessed,     // the handler's effect happened
+  kDeadLettered,  // the message went to the dead-letter path; redeliveries are duplicates
+};
+
+// Marks an id done. Succeeds iff the id is not completed and no other owner holds an
+// unexpired lease on it (an expired lease of the caller itself is still accepted).
+// On success the record is done until now + ttl and its retry count is cleared.
+struct CommitRequest {
+  std::string_view id;
+  std::string_view owner;
+  std::optional<std::uint64_t> fingerprint;
+  TimePoint now;
+  Duration ttl{0};                         // REQUIRES: > 0
+  std::optional<std::string_view> result;  // stored and returned to duplicates
+  Outcome outcome = Outcome::kProcessed;
+};
+
+// Gives up a lease held by `owner` (no-op if it does not hold it) and, iff
+// count_retry, adds one failed attempt to the id's durable retry count, which is kept
+// until now + retry_ttl or until a commit.
+struct ReleaseRequest {
+  std::string_view id;
+  std::string_view owner;
+  bool count_retry = false;
+  TimePoint now;
+  Duration retry_ttl{0};  // REQUIRES: > 0 when count_retry
+};
+
+// Moves the lease expiry of a lease held by `owner` to now + lease.
+struct ExtendRequest {
+  std::string_view id;
+  std::string_view owner;
+  Duration lease{0};
+  TimePoint now;
+};
+
+enum class RecordState { kPending, kInProgress, kCompleted, kDeadLettered };
+
+// A read-only view of one record, for tools and tests.
+struct RecordInfo {
+  RecordState state = RecordState::kPending;  // kPending: only a retry count is kept
+  std::string owner;                          // kInProgress
+  TimePoint lease_until;                      // kInProgress
+  std::optional<std::uint64_t> fingerprint;
+  std::optional<std::string> result;
+  std::uint32_t retries = 0;
+  TimePoint expires_at;  // kPending, kCompleted, kDeadLettered
+};
+
+// A write transaction the handler can add its own writes to (transactional mode).
+// Not thread-safe; owned by one handler invocation. Destroying it without commit()
+// rolls it back.
+class StoreTransaction {
+ public:
+  virtual ~StoreTransaction() = default;
+  // Writes the commit inside this transaction, then commits the whole transaction:
+  // the handler's writes and the record land together or not at all.
+  virtual Status commit(const CommitRequest& request) = 0;
+  // Undoes every write of this transaction. Idempotent.
+  virtual void rollback() = 0;
+};
+
+// Called by a backend at named points inside multi-step operations, for crash and
+// atomicity tests; a non-OK answer makes the operation fail at that point as if the
+// process had died there. Null in production.
+using FaultHook = std::function<Status(std::string_view point)>;
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  virtual StoreCapabilities capabilities() const = 0;
+
+  // Tries to take the lease on request.id for request.owner.
+  // Returns kConflict iff the id has a record with a fingerprint and the request has a
+  // different one. An expired lease or an expired record counts as absent.
+  virtual StatusOr<ClaimResult> claim(const ClaimRequest& request) = 0;
+
+  // See CommitRequest. Returns kFailedPrecondition if another owner holds the lease or
+  // the id is already completed.
+  virtual Status commit(const CommitRequest& request) = 0;
+
+  // See ReleaseRequest. Returns the retry count after the call.
+  virtual StatusOr<std::uint32_t> release(const ReleaseRequest& request) = 0;
+
+  // See ExtendRequest. Returns kFailedPrecondition if the caller does not hold the lease.
+  virtual Status extend(const ExtendRequest& request) = 0;
+
+  // Returns the live record of id at `now`, or nullopt.
+  virtual StatusOr<std::optional<RecordInfo>> inspect(std::string_view id, TimePoint now) = 0;
+
+  // Batch forms: the same answers as one call per element, in order, in as few round
+  // trips or transactions as the backend allows. Defaults loop.
+  virtual std::vector<StatusOr<ClaimResult>> claim_batch(std::span<const ClaimRequest> requests);
+  virtual std::vector<Status> commit_batch(std::span<const CommitRequest> requests);
+
+  // Opens a write transaction (transactional backends). Default: kFailedPrecondition.
+  virtual StatusOr<std::unique_ptr<StoreTransaction>> begin(TimePoint now);
+
+  // Removes up to max_records expired records. Returns how many were removed.
+  // Backends with native TTL return 0. Bounded work: safe to call from a hot loop.
+  virtual StatusOr<std::size_t> purge_expired(TimePoint now, std::size_t max_records) = 0;
+};
+
+}  // namespace idem

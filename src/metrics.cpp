@@ -1,0 +1,94 @@
+#include "idem/metrics.hpp"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace idem {
+namespace {
+
+constexpr auto kRelaxed = std::memory_order_relaxed;
+
+std::size_t bucket_of(std::chrono::nanoseconds d) {
+  const double s = std::chrono::duration<double>(d).count();
+  auto it = std::lower_bound(kLatencyBucketsSeconds.begin(), kLatencyBucketsSeconds.end(), s);
+  return static_cast<std::size_t>(it - kLatencyBucketsSeconds.begin());
+}
+
+void append_histogram(std::string& out, const std::string& name, std::string_view help,
+                      const HistogramSnapshot& h) {
+  char buf[160];
+  out += "# HELP " + name + " " + std::string(help) + "\n# TYPE " + name + " histogram\n";
+  std::uint64_t cumulative = 0;
+  for (std::size_t i = 0; i < kLatencyBucketsSeconds.size(); ++i) {
+    cumulative += h.buckets[i];
+    std::snprintf(buf, sizeof buf, "%s_bucket{le=\"%g\"} %llu\n", name.c_str(), kLatencyBucketsSeconds[i],
+                  static_cast<unsigned long long>(cumulative));
+    out += buf;
+  }
+  std::snprintf(buf, sizeof buf, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.9g\n%s_count %llu\n", name.c_str(),
+                static_cast<unsigned long long>(h.count), name.c_str(), h.sum_seconds, name.c_str(),
+                static_cast<unsigned long long>(h.count));
+  out += buf;
+}
+
+}  // namespace
+
+void Histogram::record(std::chrono::nanoseconds d) {
+  if (d.count() < 0) d = std::chrono::nanoseconds(0);
+  buckets_[bucket_of(d)].fetch_add(1, kRelaxed);
+  count_.fetch_add(1, kRelaxed);
+  sum_ns_.fetch_add(static_cast<std::uint64_t>(d.count()), kRelaxed);
+}
+
+HistogramSnapshot Histogram::snapshot() const {
+  HistogramSnapshot s;
+  for (std::size_t i = 0; i < buckets_.size(); ++i) s.buckets[i] = buckets_[i].load(kRelaxed);
+  s.count = count_.load(kRelaxed);
+  s.sum_seconds = static_cast<double>(sum_ns_.load(kRelaxed)) / 1e9;
+  return s;
+}
+
+void Metrics::count(const Decision& d) {
+  decisions_[static_cast<int>(d.reason)].fetch_add(1, kRelaxed);
+  actions_[static_cast<int>(d.action)].fetch_add(1, kRelaxed);
+}
+
+MetricsSnapshot Metrics::snapshot() const {
+  MetricsSnapshot s;
+  for (int i = 0; i < kReasonCount; ++i) s.decisions[i] = decisions_[i].load(kRelaxed);
+  for (int i = 0; i < 4; ++i) s.actions[i] = actions_[i].load(kRelaxed);
+  s.ack_timeout_warnings = ack_timeouts_.load(kRelaxed);
+  s.store_latency = store_latency.snapshot();
+  s.handler_latency = handler_latency.snapshot();
+  s.queue_wait = queue_wait.snapshot();
+  return s;
+}
+
+std::string Metrics::prometheus(std::string_view prefix) const {
+  const MetricsSnapshot s = snapshot();
+  const std::string p(prefix);
+  std::string out;
+  out += "# HELP " + p + "_decisions_total Decisions by action and reason.\n";
+  out += "# TYPE " + p + "_decisions_total counter\n";
+  // Only reasons seen so far; an action label per reason would need a 2-D table, so
+  // actions are exported on their own counter below.
+  for (int i = 0; i < kReasonCount; ++i) {
+    if (s.decisions[i] == 0) continue;
+    out += p + "_decisions_total{reason=\"" + std::string(reason_name(static_cast<Reason>(i))) + "\"} " +
+           std::to_string(s.decisions[i]) + "\n";
+  }
+  out += "# HELP " + p + "_actions_total Decisions by action.\n# TYPE " + p + "_actions_total counter\n";
+  for (int i = 0; i < 4; ++i) {
+    out += p + "_actions_total{action=\"" + std::string(action_name(static_cast<Action>(i))) + "\"} " +
+           std::to_string(s.actions[i]) + "\n";
+  }
+  out += "# HELP " + p + "_ack_timeout_warnings_total Deliveries that outlived the broker ack timeout.\n";
+  out += "# TYPE " + p + "_ack_timeout_warnings_total counter\n";
+  out += p + "_ack_timeout_warnings_total " + std::to_string(s.ack_timeout_warnings) + "\n";
+  append_histogram(out, p + "_store_seconds", "Latency of each store call.", s.store_latency);
+  append_histogram(out, p + "_handler_seconds", "Latency of each handler call.", s.handler_latency);
+  append_histogram(out, p + "_queue_wait_seconds", "Time from receipt to handler start.", s.queue_wait);
+  return out;
+}
+
+}  // namespace idem

@@ -1,0 +1,60 @@
+// sqlite:PATH — the durable embedded default store (idem::sqlite).
+//
+// One SQLite file in WAL mode, prepared statements only. Committed records, retry
+// counts and the schema version live in the file. Leases live either:
+//   - LeaseMode::kLocal (default): in this process's memory; the file is locked
+//     exclusively (PRAGMA locking_mode=EXCLUSIVE) so no other process can use it at
+//     the same time. A crash drops the leases with the process, which is what a lease
+//     expiry would do anyway. One write transaction per commit.
+//   - LeaseMode::kShared: in the file, so several processes on one host can share it.
+//     Costs a second write transaction per message (the claim).
+//
+// Transactional mode: begin() opens a write transaction (BEGIN IMMEDIATE) on the
+// store's connection and holds the store's lock until it commits or rolls back; the
+// handler writes its own tables through connection(ctx) and the dedup record lands in
+// the same transaction. Other threads using this store wait meanwhile.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "idem/handler.hpp"
+#include "idem/store.hpp"
+#include "idem/store_uri.hpp"
+
+struct sqlite3;
+
+namespace idem::sqlite {
+
+enum class LeaseMode { kLocal, kShared };
+enum class Synchronous { kNormal, kFull };
+
+struct Options {
+  std::string path;                     // REQUIRES: non-empty; created if absent
+  LeaseMode leases = LeaseMode::kLocal;  // default local (see above)
+  Duration busy_timeout{5000};          // ms to wait for another process's lock; 5 s
+  // PRAGMA synchronous. kNormal (default): in WAL mode a process crash loses nothing
+  // committed; a power loss may lose the last commits. kFull: fsync per commit.
+  Synchronous synchronous = Synchronous::kNormal;
+  std::int64_t cache_mib = 64;          // page cache size in MiB; default 64
+  FaultHook fault_hook;                 // tests only: see store.hpp
+};
+
+// Opens (creating if needed) the store. Errors: kInvalidArgument (bad options),
+// kUnavailable (locked by another process past busy_timeout, unreadable or read-only
+// file), kDataLoss (not a database, or a file of another layout),
+// kFailedPrecondition (created by a newer schema version).
+StatusOr<std::shared_ptr<Store>> open(const Options& options);
+
+// From a URI: sqlite:PATH?leases=local|shared&busy_timeout_ms=N&synchronous=normal|full&cache_mib=N
+StatusOr<std::shared_ptr<Store>> open(const StoreUri& uri);
+
+// The connection of the open transaction in transactional mode: the handler writes
+// its own tables through it (plain SQL, no BEGIN/COMMIT). Null if ctx carries no
+// SQLite transaction.
+sqlite3* connection(const HandlerContext& ctx);
+
+// The schema version this build writes.
+inline constexpr int kSchemaVersion = 1;
+
+}  // namespace idem::sqlite
