@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Installs what idem needs from Debian 12's packages (only what is missing), then
+# configures and builds one build tree. Sourced by demo.sh and test.sh.
+#   usage: scripts/setup.sh [BUILD_DIR [extra cmake args…]]
+set -euo pipefail
+
+IDEM_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+IDEM_PACKAGES=(
+  build-essential cmake pkg-config
+  libsqlite3-dev libspdlog-dev libxxhash-dev
+  nlohmann-json3-dev libcli11-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  librocksdb-dev libbloom-dev libhiredis-dev redis-server redis-tools
+)
+
+idem_install_packages() {
+  local missing=()
+  for p in "${IDEM_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  ((${#missing[@]} == 0)) && return 0
+  echo "idem: installing ${missing[*]}" >&2
+  local sudo=""
+  [[ $(id -u) -ne 0 ]] && sudo="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+# idem_build DIR [cmake args…]: configure (once) and build everything in DIR.
+idem_build() {
+  local dir=$1
+  shift
+  cmake -S "$IDEM_ROOT" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
+  cmake --build "$dir" -j "$(nproc)"
+}
+
+if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then
+  idem_install_packages
+  idem_build "${1:-$IDEM_ROOT/build/release}" "${@:2}"
+fi
