@@ -1,0 +1,20 @@
+// The subcommands of the idem command. Each registers itself on the top-level app
+// and, when the user selects it, stores in `selected` the function that runs it.
+// main() runs that function after the whole command line has been parsed.
+#pragma once
+
+#include <functional>
+
+namespace CLI {
+class App;
+}
+
+namespace idem::cli {
+
+// Runs a parsed subcommand. Returns the process exit status (exit_codes.hpp).
+using Runner = std::function<int()>;
+
+// `idem replay`: runs a trace through a consumer (DESIGN.md §8, replay_command.cpp).
+void add_replay_command(CLI::App& app, Runner& selected);
+
+}  // namespace idem::cli

@@ -1,0 +1,28 @@
+// The idem command: subcommands over the library (DESIGN.md §8). Each subcommand lives
+// in its own <name>_command.cpp and registers itself in commands.hpp.
+#include <CLI/CLI.hpp>
+#include <exception>
+#include <iostream>
+
+#include "commands.hpp"
+#include "exit_codes.hpp"
+
+int main(int argc, char** argv) {
+  std::ios::sync_with_stdio(false);
+  CLI::App app("idem: effectively-once message processing, from the shell", "idem");
+  app.require_subcommand(1);
+  idem::cli::Runner selected;
+  idem::cli::add_replay_command(app, selected);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);  // prints help, or the error, as CLI11 formats it
+    return rc == 0 ? idem::cli::kExitOk : idem::cli::kExitUsage;
+  }
+  try {
+    return selected();
+  } catch (const std::exception& e) {
+    std::cerr << "idem: internal error: " << e.what() << '\n';
+    return idem::cli::kExitFailure;
+  }
+}

@@ -1,0 +1,106 @@
+#include "replay.hpp"
+
+#include <algorithm>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "builtin_handler.hpp"
+#include "exit_codes.hpp"
+#include "idem/consumer.hpp"
+#include "idem/open_store.hpp"
+#include "replay_output.hpp"
+#include "trace_line.hpp"
+
+namespace idem::cli {
+namespace {
+
+// The logical clock starts at at_ms = 0 and is set by every line that has at_ms.
+constexpr std::int64_t kClockOriginMs = 0;
+
+Extractors<TraceLine> trace_extractors() {
+  Extractors<TraceLine> x;
+  x.id = [](const TraceLine& m) -> std::optional<std::string_view> {
+    if (!m.id) return std::nullopt;
+    return std::string_view(*m.id);
+  };
+  x.payload = [](const TraceLine& m) -> std::optional<std::string_view> {
+    if (!m.payload) return std::nullopt;
+    return std::string_view(*m.payload);
+  };
+  return x;
+}
+
+int fail(std::ostream& err, int code, const std::string& message) {
+  err << "idem replay: " << message << '\n';
+  return code;
+}
+
+}  // namespace
+
+int run_replay(const ReplaySettings& settings, std::istream& in, std::ostream& out, std::ostream& err) {
+  auto clock = std::make_shared<ManualClock>(from_unix_ms(kClockOriginMs));
+  ConsumerOptions o;
+  o.guarantee = settings.guarantee;
+  o.max_retries = settings.max_retries;
+  o.backoff.initial = settings.backoff;
+  o.backoff.max = std::max(o.backoff.max, settings.backoff);
+  o.lease = settings.lease;
+  o.ttl = settings.ttl;
+  o.owner = std::string(kReplayOwner);
+  o.clock = clock;
+  if (needs_dedup(settings.guarantee)) {
+    auto store = open_store(settings.store_uri);
+    if (!store.ok()) {
+      const Status& s = store.status();
+      return fail(err, s.code() == StatusCode::kInvalidArgument ? kExitUsage : kExitFailure,
+                  "cannot open store \"" + settings.store_uri + "\": " + s.to_string());
+    }
+    o.store = std::move(store).value();
+  } else if (settings.store_given) {
+    return fail(err, kExitUsage,
+                "--store is not used under --guarantee at_least_once, which keeps no dedup record; "
+                "drop --store or choose another guarantee");
+  }
+
+  auto handler = std::make_shared<BuiltinHandler>();
+  auto consumer =
+      Consumer<TraceLine>::create(std::move(o), trace_extractors(),
+                                  [handler](const TraceLine& m, HandlerContext& ctx) { return (*handler)(m, ctx); });
+  if (!consumer.ok()) return fail(err, kExitUsage, consumer.status().message());
+
+  ReplayWriter writer(out);
+  std::string text;
+  std::uint64_t line_no = 0;
+  while (std::getline(in, text)) {
+    ++line_no;
+    const ParsedLine parsed = parse_trace_line(text);
+    const TraceLine& m = parsed.line;
+    if (!parsed.ok()) {
+      writer.bad_line(line_no, m.id, parsed.error);
+    } else {
+      if (m.at_ms) clock->set(from_unix_ms(static_cast<std::int64_t>(*m.at_ms)));
+      if (m.reset) {
+        writer.decision(line_no, m.id, Decision::ack(Reason::kReset));
+      } else {
+        const Decision d = consumer->process(m);
+        std::vector<Effect> effects = handler->take_effects();
+        if (d.action == Action::kAck && d.reason == Reason::kProcessed)
+          for (const Effect& e : effects) writer.effect(e);
+        writer.decision(line_no, m.id, d);
+        if (d.reason == Reason::kStoreUnavailable) {
+          out.flush();
+          return fail(err, kExitFailure, "store failed at line " + std::to_string(line_no) + ": " + d.detail);
+        }
+      }
+    }
+    if (settings.flush_every_line) out.flush();
+  }
+  out.flush();
+  if (in.bad()) return fail(err, kExitFailure, "error reading the trace after line " + std::to_string(line_no));
+  if (!out) return fail(err, kExitFailure, "error writing the output");
+  return kExitOk;
+}
+
+}  // namespace idem::cli

@@ -1,0 +1,92 @@
+#include "trace_line.hpp"
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace idem::cli {
+namespace {
+
+using Json = nlohmann::json;
+
+std::string quoted(std::string_view name) { return "\"" + std::string(name) + "\""; }
+
+std::string wrong_type(std::string_view name, std::string_view wanted, const Json& value) {
+  return quoted(name) + " must be " + std::string(wanted) + ", got " + value.type_name();
+}
+
+// Each reader returns an error text, empty on success; an absent field is left unset.
+std::string read_string(const Json& obj, std::string_view name, std::optional<std::string>& out) {
+  auto it = obj.find(name);
+  if (it == obj.end()) return {};
+  if (!it->is_string()) return wrong_type(name, "a string", *it);
+  out = it->get<std::string>();
+  return {};
+}
+
+std::string read_uint(const Json& obj, std::string_view name, std::uint64_t max, std::optional<std::uint64_t>& out) {
+  auto it = obj.find(name);
+  if (it == obj.end()) return {};
+  if (!it->is_number_unsigned()) return wrong_type(name, "a non-negative integer", *it);
+  const auto v = it->get<std::uint64_t>();
+  if (v > max) return quoted(name) + " must be at most " + std::to_string(max) + ", got " + std::to_string(v);
+  out = v;
+  return {};
+}
+
+std::string read_bool(const Json& obj, std::string_view name, bool& out) {
+  auto it = obj.find(name);
+  if (it == obj.end()) return {};
+  if (!it->is_boolean()) return wrong_type(name, "a boolean", *it);
+  out = it->get<bool>();
+  return {};
+}
+
+// nlohmann's messages start with "[json.exception.parse_error.101] " and name "line 1"
+// of the text it was given; drop both, the decision already names the trace line.
+std::string without_tag(std::string message) {
+  if (!message.empty() && message.front() == '[') {
+    const auto end = message.find("] ");
+    if (end != std::string::npos) message.erase(0, end + 2);
+  }
+  constexpr std::string_view kLineOne = "at line 1, ";
+  if (const auto at = message.find(kLineOne); at != std::string::npos) message.erase(at + 3, kLineOne.size() - 3);
+  return message;
+}
+
+}  // namespace
+
+ParsedLine parse_trace_line(std::string_view text) {
+  ParsedLine p;
+  if (!text.empty() && text.back() == '\r') text.remove_suffix(1);
+  if (text.find_first_not_of(" \t") == std::string_view::npos) {
+    p.error = "empty line (each line must be one JSON object)";
+    return p;
+  }
+  Json obj;
+  try {
+    obj = Json::parse(text);
+  } catch (const Json::exception& e) {
+    p.error = "invalid JSON: " + without_tag(e.what());
+    return p;
+  }
+  if (!obj.is_object()) {
+    p.error = std::string("a line must be a JSON object, got ") + obj.type_name();
+    return p;
+  }
+  TraceLine& t = p.line;
+  constexpr auto kAnyUint = ~std::uint64_t{0};
+  for (std::string e :
+       {read_string(obj, "id", t.id), read_string(obj, "key", t.key), read_uint(obj, "version", kAnyUint, t.version),
+        read_string(obj, "event", t.event), read_string(obj, "payload", t.payload),
+        read_string(obj, "stream", t.stream), read_uint(obj, "position", kAnyUint, t.position),
+        read_uint(obj, "at_ms", kMaxAtMs, t.at_ms), read_bool(obj, "fail", t.fail), read_bool(obj, "reset", t.reset)}) {
+    if (!e.empty()) {
+      p.error = std::move(e);
+      return p;
+    }
+  }
+  if (t.reset && (!t.stream || !t.position)) p.error = "a reset line needs \"stream\" and \"position\"";
+  return p;
+}
+
+}  // namespace idem::cli
