@@ -416,6 +416,10 @@ class Pipeline {
 
 
 
+// In process_batch, a claim's lease is renewed at handler start once more than
+// 1/kBatchLeaseRenewDivisor of it has passed since the batch was claimed.
+constexpr int kBatchLeaseRenewDivisor = 10;
+
 std::vector<Decision> Pipeline::process_batch(std::span<const MessageView> ms, HandlerThunk h) {
   std::vector<Decision> out(ms.size());
   if (o_.guarantee != Guarantee::kEffectivelyOnce || o_.transactional) {
@@ -423,22 +427,22 @@ std::vector<Decision> Pipeline::process_batch(std::span<const MessageView> ms, H
     return out;
   }
   // Validate; find each id's first copy in the batch.
-  std::vector<bool> done(ms.size(), false);
+  std::vector<bool> finished(ms.size(), false);  // decided and counted by process()
   std::vector<std::size_t> firsts;
-  std::vector<std::pair<std::size_t, std::size_t>> repeats;  // (index, index of first copy)
+  std::vector<std::size_t> repeats;  // later copies of an id seen earlier in the batch
   std::unordered_map<std::string_view, std::size_t> first_of;
   first_of.reserve(ms.size());
   for (std::size_t i = 0; i < ms.size(); ++i) {
     if (auto bad_decision = validate(ms[i])) {
       out[i] = *bad_decision;
-      done[i] = true;
       continue;
     }
     auto [it, inserted] = first_of.emplace(*ms[i].id, i);
     if (inserted) {
       firsts.push_back(i);
     } else {
-      repeats.emplace_back(i, it->second);
+      repeats.push_back(i);
+      finished[i] = true;
     }
   }
   std::vector<std::optional<std::uint64_t>> fps(ms.size());
@@ -455,22 +459,35 @@ std::vector<Decision> Pipeline::process_batch(std::span<const MessageView> ms, H
   std::vector<CommitRequest> commits;
   std::vector<std::size_t> commit_index;
   std::vector<Run> runs(ms.size());
+  std::vector<std::optional<TimePoint>> handler_start(ms.size());
   for (std::size_t k = 0; k < firsts.size(); ++k) {
     const std::size_t i = firsts[k];
     const MessageView& m = ms[i];
     auto& claim = results[k];
-    if (!claim.ok()) {
-      out[i] = fail_open_or_closed(m, h, i, claim.status(), start);
-      continue;
-    }
-    if (claim->status != ClaimStatus::kNew) {
-      out[i] = answer_existing(*claim);
+    if (!claim.ok() || claim->status != ClaimStatus::kNew) {
+      handler_start[i] = start;
+      if (m.received_at) metrics_.queue_wait.record(start - *m.received_at);
+      out[i] = claim.ok() ? answer_existing(*claim) : fail_open_or_closed(m, h, i, claim.status(), start);
       continue;
     }
     const TimePoint t = impl_.now();
+    // The lease runs from the handler's start: renew the batch claim's lease when the
+    // earlier handlers of this batch used up more than a tenth of it. If it was lost
+    // meanwhile, this copy goes through the single-message path instead.
+    TimePoint lease_until = start + o_.lease;
+    if (t - start > o_.lease / kBatchLeaseRenewDivisor) {
+      Status s = timed_store([&] { return impl_.store->extend({*m.id, o_.owner, o_.lease, t}); });
+      if (!s.is_ok()) {
+        out[i] = process(m, h, i);
+        finished[i] = true;
+        continue;
+      }
+      lease_until = t + o_.lease;
+    }
+    handler_start[i] = t;
     if (m.received_at) metrics_.queue_wait.record(t - *m.received_at);
     HandlerContext ctx;
-    ContextAccess::init(ctx, &engine_, *m.id, claim->retries + 1, o_.guarantee, start + o_.lease, nullptr);
+    ContextAccess::init(ctx, &engine_, *m.id, claim->retries + 1, o_.guarantee, lease_until, nullptr);
     runs[i] = run_handler(h, i, ctx, t);
     if (runs[i].kind != HandlerResult::Kind::kOk) {
       out[i] = after_failure(*m.id, fps[i], claim->retries, runs[i]);
@@ -487,20 +504,14 @@ std::vector<Decision> Pipeline::process_batch(std::span<const MessageView> ms, H
       out[i] = after_commit(statuses[k], runs[i], std::move(out[i]));
     }
   }
-  // A later copy of an id in the same batch is answered by what happened to the first.
-  for (auto [i, first] : repeats) {
-    const Decision& f = out[first];
-    const bool settled = f.action == Action::kAck || f.reason == Reason::kRetriesExhausted;
-    if (fingerprint_of(ms[i]) != fps[first] && fps[first] && ms[i].payload) {
-      out[i] = answer_existing(ClaimResult::conflict());
-    } else if (settled && f.reason != Reason::kPayloadConflict) {
-      out[i] = Decision::ack(Reason::kDuplicate);
-      out[i].result = f.result;
-    } else {
-      out[i] = f;
-    }
+  for (std::size_t i = 0; i < ms.size(); ++i) {
+    if (!finished[i]) finish(ms[i], out[i], handler_start[i]);
   }
-  for (std::size_t i = 0; i < ms.size(); ++i) finish(ms[i], out[i], std::nullopt);
+  // A later copy of an id in the same batch meets the store as the earlier copies left
+  // it, one at a time, so that it gets exactly the decision sequential process() gives
+  // (e.g. a copy after a failed first copy runs the handler again). Repeats are rare;
+  // each costs one more store round trip.
+  for (std::size_t i : repeats) out[i] = process(ms[i], h, i);
   return out;
 }
 

@@ -36,8 +36,14 @@ class Engine {
 
   Decision process(const MessageView& m, HandlerThunk handler, std::size_t index = 0);
 
-  // Decisions in input order. Uses the store's batch claim and commit. Handlers run in
-  // input order; a repeated id within the batch is answered after the first copy.
+  // Decisions in input order, each the one sequential process() calls would give.
+  // Uses the store's batch claim and commit; handlers of first copies run in input
+  // order. The batch is claimed at once; a message's lease is renewed (one extend) when its
+  // handler starts more than a tenth of the lease after the claim, so each lease still
+  // runs from its handler's start. A repeated id is processed after the batch as
+  // process() would, against what the earlier copy left in the store. Transactional
+  // consumers and guarantees other than effectively_once process the batch one message
+  // at a time.
   std::vector<Decision> process_batch(std::span<const MessageView> ms, HandlerThunk handler);
 
   const ConsumerOptions& options() const { return opts_; }

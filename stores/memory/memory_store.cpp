@@ -26,9 +26,10 @@ struct Record {
   std::uint64_t generation = 0;  // matches the FIFO entry that may evict it
 };
 
-// True iff the record still says something at `now` (else it counts as absent).
+// True iff the record still says something at `now` (else it counts as absent): a
+// lease that has not expired, or a retry count / done record before expires_ms.
 bool live(const Record& r, std::int64_t now) {
-  if (r.state == RecordState::kInProgress) return r.lease_until_ms > now || r.retries > 0;
+  if (r.state == RecordState::kInProgress) return r.lease_until_ms > now || (r.retries > 0 && r.expires_ms > now);
   return r.expires_ms > now;
 }
 
@@ -48,7 +49,7 @@ class Shard {
     const std::int64_t now = to_unix_ms(q.now);
     std::lock_guard lock(mu_);
     auto it = map_.find(q.id);
-    if (it != map_.end() && !live(it->second, now) && it->second.retries == 0) {
+    if (it != map_.end() && !live(it->second, now)) {
       map_.erase(it);
       it = map_.end();
     }
@@ -68,8 +69,7 @@ class Shard {
         }
         return c;
       }
-      // Pending (retry count only) or an expired lease: take it over.
-      if (r.state != RecordState::kInProgress && r.expires_ms <= now) r.retries = 0;
+      // Pending (a live retry count) or an expired lease over one: take it over.
       r.state = RecordState::kInProgress;
       r.owner = std::string(q.owner);
       r.lease_until_ms = now + q.lease.count();
@@ -123,16 +123,16 @@ class Shard {
     }
     Record& r = it->second;
     if (done(r, now)) return r.retries;
-    if (r.state == RecordState::kPending && r.expires_ms <= now) r.retries = 0;
-    const bool mine = r.state == RecordState::kInProgress && r.owner == q.owner;
-    if (mine || (r.state == RecordState::kInProgress && !leased(r, now))) {
+    // Another owner's live lease: not ours to give up or to count against.
+    if (leased(r, now) && r.owner != q.owner) return r.retries;
+    if (r.expires_ms <= now) r.retries = 0;  // the retry count expired
+    if (r.state == RecordState::kInProgress) {
       r.state = RecordState::kPending;
       r.owner.clear();
-      r.expires_ms = now + q.retry_ttl.count();
     }
     if (q.count_retry) {
       ++r.retries;
-      if (r.state == RecordState::kPending) r.expires_ms = now + q.retry_ttl.count();
+      r.expires_ms = now + q.retry_ttl.count();
     }
     return r.retries;
   }
@@ -155,7 +155,7 @@ class Shard {
     auto it = map_.find(id);
     if (it == map_.end()) return std::nullopt;
     const Record& r = it->second;
-    if (!live(r, now) && !(r.state == RecordState::kInProgress && r.retries > 0)) return std::nullopt;
+    if (!live(r, now)) return std::nullopt;
     RecordInfo info;
     info.state = leased(r, now) ? RecordState::kInProgress
                  : r.state == RecordState::kInProgress ? RecordState::kPending
@@ -173,48 +173,86 @@ class Shard {
 
   std::size_t purge(std::int64_t now, std::size_t max) {
     std::lock_guard lock(mu_);
-    std::size_t removed = 0;
-    // Scan from the oldest insertions; stop at the first live one or at max.
-    while (!fifo_.empty() && removed < max) {
-      auto& [id, gen] = fifo_.front();
-      auto it = map_.find(id);
-      if (it != map_.end() && it->second.generation == gen) {
-        const Record& r = it->second;
-        const bool dead = !live(r, now) && !(r.state == RecordState::kInProgress && r.retries > 0);
-        if (!dead) break;
-        map_.erase(it);
-        ++removed;
-      }
-      fifo_.pop_front();
-    }
-    return removed;
+    return purge_locked(now, max);
   }
 
  private:
+  // Removes up to `max` records that are not live at `now`, examining O(max) entries:
+  // first from the oldest insertions, then (behind a live oldest record) onwards from
+  // where the previous call stopped, so that one long-lived record cannot shield
+  // expired ones inserted after it. REQUIRES: mu_ held.
+  std::size_t purge_locked(std::int64_t now, std::size_t max) {
+    std::size_t removed = 0;
+    while (!fifo_.empty() && removed < max) {
+      const auto& [id, gen] = fifo_.front();
+      auto it = map_.find(id);
+      if (it != map_.end() && it->second.generation == gen) {
+        if (live(it->second, now)) break;
+        map_.erase(it);
+        ++removed;
+      }
+      pop_front();
+    }
+    for (std::size_t budget = kScanFactor * max + kScanMin; removed < max && budget > 0 && !fifo_.empty(); --budget) {
+      if (cursor_ >= fifo_.size()) cursor_ = 0;
+      const auto& [id, gen] = fifo_[cursor_++];
+      auto it = map_.find(id);
+      if (it != map_.end() && it->second.generation == gen && !live(it->second, now)) {
+        map_.erase(it);  // its fifo_ entry is now stale; dropped when compacted or at the front
+        ++removed;
+      }
+    }
+    if (fifo_.size() > 2 * map_.size() + kScanMin) compact();
+    return removed;
+  }
+
+  void pop_front() {
+    fifo_.pop_front();
+    if (cursor_ > 0) --cursor_;
+  }
+
+  // Drops stale fifo_ entries (records erased or re-inserted since). Amortised O(1)
+  // per insertion: runs only when stale entries outnumber live ones.
+  void compact() {
+    std::deque<std::pair<std::string, std::uint64_t>> kept;
+    for (auto& e : fifo_) {
+      auto it = map_.find(e.first);
+      if (it != map_.end() && it->second.generation == e.second) kept.push_back(std::move(e));
+    }
+    fifo_.swap(kept);
+    cursor_ = 0;
+  }
+
   // REQUIRES: mu_ held, id absent.
   void insert(std::string id, Record r, std::int64_t now) {
     if (map_.size() >= cap_) evict(now);
+    if (fifo_.size() > 2 * map_.size() + kScanMin) compact();
     r.generation = ++generation_;
     fifo_.emplace_back(id, r.generation);
     map_.emplace(std::move(id), std::move(r));
   }
 
-  // Drops the oldest inserted record (or an expired one found first).
+  // Makes room for one record: drops a record that is no longer live if a bounded
+  // search finds one, else the oldest inserted record (which is then forgotten).
   void evict(std::int64_t now) {
-    (void)now;
+    if (purge_locked(now, 1) > 0) return;
     while (!fifo_.empty() && map_.size() >= cap_) {
       auto [id, gen] = std::move(fifo_.front());
-      fifo_.pop_front();
+      pop_front();
       auto it = map_.find(id);
       if (it != map_.end() && it->second.generation == gen) map_.erase(it);
     }
   }
 
+  static constexpr std::size_t kScanFactor = 4;  // entries examined per record to remove
+  static constexpr std::size_t kScanMin = 64;    // and at least this many
+
   std::mutex mu_;
   std::size_t cap_;
   std::uint64_t generation_ = 0;
   std::unordered_map<std::string, Record, StringHash, std::equal_to<>> map_;
-  std::deque<std::pair<std::string, std::uint64_t>> fifo_;
+  std::deque<std::pair<std::string, std::uint64_t>> fifo_;  // (id, generation) by insertion
+  std::size_t cursor_ = 0;  // where purge_locked continues its scan behind a live head
 };
 
 class MemoryStore final : public Store {

@@ -14,6 +14,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <ostream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -37,6 +38,9 @@ class StoreLocation {
 };
 
 // What a backend promises; the suite asserts each promise, and only those it makes.
+// A backend that departs from the contract states each departure here as a named
+// field (as probabilistic/false_positive_rate does); the tests it affects branch on
+// that field and assert the weaker promise instead. Nothing is skipped.
 struct FactoryCapabilities {
   // Records committed through one handle are there after close and reopen.
   bool durable = false;
@@ -52,6 +56,16 @@ struct FactoryCapabilities {
   // checked without one (a rejected commit changes nothing).
   bool fault_hook = false;
   std::string no_fault_hook_reason;
+  // Membership only (the standalone Bloom store): of a committed id the store keeps
+  // only that it is done. A duplicate gets kCompleted without its result, with
+  // dead_lettered false, and never kConflict (the fingerprint is not kept); inspect()
+  // shows kCompleted without result or fingerprint. The affected tests assert exactly
+  // that instead. REQUIRES: probabilistic.
+  bool membership_only = false;
+  // > 0: the store keeps a committed id for this long whatever the commit's ttl (a
+  // Bloom window). REQUIRES: equal to the suite's kTtl, so that the tests' expiry
+  // checks hold; tests that commit with a shorter ttl check this retention instead.
+  Duration fixed_retention{0};
 };
 
 struct StoreFactory {
@@ -60,6 +74,9 @@ struct StoreFactory {
   // Returns a new, empty location. Called once per test.
   std::function<std::unique_ptr<StoreLocation>()> new_location;
 };
+
+// Prints the factory's name in test output (instead of its bytes).
+void PrintTo(const StoreFactory& f, std::ostream* os);
 
 // For INSTANTIATE_TEST_SUITE_P's name generator.
 std::string factory_name(const ::testing::TestParamInfo<StoreFactory>& info);
@@ -100,8 +117,7 @@ class StoreConformance : public ::testing::TestWithParam<StoreFactory> {
   CommitRequest commit_req(std::string_view id, std::string_view owner, TimePoint now,
                            std::optional<std::string_view> result = std::nullopt,
                            Outcome outcome = Outcome::kProcessed) const;
-  ReleaseRequest release_req(std::string_view id, std::string_view owner, TimePoint now,
-                             bool count_retry) const;
+  ReleaseRequest release_req(std::string_view id, std::string_view owner, TimePoint now, bool count_retry) const;
 
   // Claims `id` and requires kNew (a probabilistic store may instead answer a false
   // positive: then returns false and the caller must not rely on the lease).
@@ -109,6 +125,17 @@ class StoreConformance : public ::testing::TestWithParam<StoreFactory> {
                  std::optional<std::uint64_t> fp = std::nullopt);
   ClaimResult claim_ok(const ClaimRequest& r);
   RecordInfo inspect_live(std::string_view id, TimePoint now);
+
+  // The result a duplicate carries under this factory: `r`, or nullopt for a
+  // membership-only store.
+  std::optional<std::string> stored(std::optional<std::string> r) const {
+    return caps().membership_only ? std::nullopt : r;
+  }
+  // The answer to a different fingerprint on a completed id: kConflict, or kCompleted
+  // for a membership-only store (which did not keep the fingerprint).
+  ClaimStatus completed_conflict() const {
+    return caps().membership_only ? ClaimStatus::kCompleted : ClaimStatus::kConflict;
+  }
 
   static constexpr Duration kLease{10'000};
   static constexpr Duration kTtl{3'600'000};
