@@ -123,6 +123,12 @@ class Shard {
     }
     Record& r = it->second;
     if (done(r, now)) return r.retries;
+    if (r.state == RecordState::kCompleted || r.state == RecordState::kDeadLettered) {
+      // An expired done record counts as absent: start over from an empty record.
+      const std::uint64_t generation = r.generation;
+      r = Record{};
+      r.generation = generation;
+    }
     // Another owner's live lease: not ours to give up or to count against.
     if (leased(r, now) && r.owner != q.owner) return r.retries;
     if (r.expires_ms <= now) r.retries = 0;  // the retry count expired

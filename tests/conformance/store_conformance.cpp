@@ -456,6 +456,29 @@ TEST_P(StoreConformance, CompletedRecordExpiresAfterTtl) {
   EXPECT_FALSE(c.result.has_value());
 }
 
+TEST_P(StoreConformance, CountedReleaseOfAnExpiredRecordStartsAFreshCount) {
+  if (caps().membership_only) {
+    // A membership-only store keeps no retry counts next to done ids; its retry
+    // counts are checked by the retry tests above.
+    EXPECT_TRUE(caps().probabilistic);
+    return;
+  }
+  const TimePoint t0 = clock_.now();
+  ASSERT_TRUE(claim_new("old", "A", t0));
+  ASSERT_TRUE(store().commit(commit_req("old", "A", t0, "r"sv)).is_ok());
+  // Long after the record expired, a failed attempt is counted against the id...
+  const TimePoint late = t0 + kTtl + milliseconds(10);
+  auto retries = store().release(release_req("old", "B", late, true));
+  ASSERT_TRUE(retries.ok());
+  EXPECT_EQ(*retries, 1u);
+  // ...and the id is new again, with that one retry and without the old result.
+  ClaimResult c = claim_ok(claim_req("old", "C", late + milliseconds(10)));
+  EXPECT_EQ(c.status, ClaimStatus::kNew);
+  EXPECT_EQ(c.retries, 1u);
+  EXPECT_FALSE(c.result.has_value());
+  EXPECT_TRUE(store().commit(commit_req("old", "C", late + milliseconds(20))).is_ok());
+}
+
 // --- inspect ----------------------------------------------------------------------
 
 TEST_P(StoreConformance, InspectShowsEachState) {

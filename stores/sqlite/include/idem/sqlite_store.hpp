@@ -12,7 +12,9 @@
 // Transactional mode: begin() opens a write transaction (BEGIN IMMEDIATE) on the
 // store's connection and holds the store's lock until it commits or rolls back; the
 // handler writes its own tables through connection(ctx) and the dedup record lands in
-// the same transaction. Other threads using this store wait meanwhile.
+// the same transaction. Other threads using this store wait meanwhile; store calls
+// from the handler's own thread (e.g. extend_lease) join the open transaction. A
+// second begin() on that thread before the first ends is kFailedPrecondition.
 #pragma once
 
 #include <memory>
@@ -36,14 +38,25 @@ struct Options {
   // PRAGMA synchronous. kNormal (default): in WAL mode a process crash loses nothing
   // committed; a power loss may lose the last commits. kFull: fsync per commit.
   Synchronous synchronous = Synchronous::kNormal;
-  std::int64_t cache_mib = 64;          // page cache size in MiB; default 64
-  FaultHook fault_hook;                 // tests only: see store.hpp
+  std::int64_t cache_mib = 64;          // page cache size in MiB; default 64; REQUIRES: > 0
+  // Tests only (see store.hpp); null by default. Called inside the write transaction
+  // at "commit.before_write" and "commit.after_record" (commit() and
+  // StoreTransaction::commit()), and at "commit_batch.before_write",
+  // "commit_batch.after_first" (after the first record is written) and
+  // "commit_batch.before_commit". A non-OK answer rolls the whole transaction back
+  // and is returned (for every item of a batch).
+  FaultHook fault_hook;
 };
 
 // Opens (creating if needed) the store. Errors: kInvalidArgument (bad options),
 // kUnavailable (locked by another process past busy_timeout, unreadable or read-only
-// file), kDataLoss (not a database, or a file of another layout),
-// kFailedPrecondition (created by a newer schema version).
+// file or directory), kDataLoss (not a database, or idem tables of another layout;
+// tables of the user's own are fine), kFailedPrecondition (created by a newer schema
+// version). The store is thread-safe (one connection behind a mutex).
+//
+// Layout: idem_meta(key, value) holds 'schema_version'; idem_records holds one row
+// per id (a BLOB key, WITHOUT ROWID) with its state, fingerprint, result, retry count
+// and expiry, indexed by expiry so that purge_expired does bounded work.
 StatusOr<std::shared_ptr<Store>> open(const Options& options);
 
 // From a URI: sqlite:PATH?leases=local|shared&busy_timeout_ms=N&synchronous=normal|full&cache_mib=N

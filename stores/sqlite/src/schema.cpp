@@ -1,0 +1,104 @@
+#include "schema.hpp"
+
+#include <set>
+#include <string_view>
+
+#include "idem/sqlite_store.hpp"
+#include "statement.hpp"
+
+namespace idem::sqlite::detail {
+namespace {
+
+constexpr std::string_view kCreate =
+    "CREATE TABLE idem_meta(key TEXT PRIMARY KEY NOT NULL, value) WITHOUT ROWID;"
+    "CREATE TABLE idem_records("
+    "  id BLOB PRIMARY KEY NOT NULL,"
+    "  state INTEGER NOT NULL,"
+    "  owner BLOB,"
+    "  lease_until_ms INTEGER,"
+    "  fingerprint INTEGER,"
+    "  result BLOB,"
+    "  retries INTEGER NOT NULL DEFAULT 0,"
+    "  expires_ms INTEGER NOT NULL"
+    ") WITHOUT ROWID;"
+    "CREATE INDEX idem_records_expires ON idem_records(expires_ms);";
+
+// Runs one statement of SQL text (open-time only). Returns its SQLite result code.
+int exec(sqlite3* db, const char* sql) { return sqlite3_exec(db, sql, nullptr, nullptr, nullptr); }
+
+// Column names of `table`, or an error.
+StatusOr<std::set<std::string>> columns(sqlite3* db, const std::string& path, const std::string& table) {
+  Statement s;
+  if (int rc = s.prepare(db, "SELECT name FROM pragma_table_info(?1)"); rc != SQLITE_OK)
+    return sqlite_status(rc, db, "reading the layout", path);
+  Use u(s);
+  sqlite3_bind_text(s.get(), 1, table.c_str(), -1, SQLITE_TRANSIENT);
+  std::set<std::string> out;
+  int rc;
+  while ((rc = u.step()) == SQLITE_ROW) out.insert(u.column_blob(0));
+  if (rc != SQLITE_DONE) return sqlite_status(rc, db, "reading the layout", path);
+  return out;
+}
+
+std::string join(const std::set<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+// REQUIRES: inside a write transaction.
+Status check_or_create(sqlite3* db, const std::string& path) {
+  auto meta = columns(db, path, "idem_meta");
+  if (!meta.ok()) return meta.status();
+  auto records = columns(db, path, "idem_records");
+  if (!records.ok()) return records.status();
+  if (meta->empty()) {
+    if (!records->empty())
+      return data_loss("sqlite: " + path + " has a table idem_records but no idem_meta: not a file idem created");
+    if (int rc = exec(db, std::string(kCreate).c_str()); rc != SQLITE_OK)
+      return sqlite_status(rc, db, "creating the idem tables", path);
+    const std::string insert =
+        "INSERT INTO idem_meta(key, value) VALUES('schema_version', " + std::to_string(kSchemaVersion) + ")";
+    if (int rc = exec(db, insert.c_str()); rc != SQLITE_OK)
+      return sqlite_status(rc, db, "writing the schema version", path);
+    return Status::ok();
+  }
+  if (*meta != std::set<std::string>{"key", "value"})
+    return data_loss("sqlite: " + path + " has a table idem_meta of a foreign layout (columns: " + join(*meta) +
+                     "; idem expects key, value)");
+  Statement s;
+  if (int rc = s.prepare(db, "SELECT value FROM idem_meta WHERE key = 'schema_version'"); rc != SQLITE_OK)
+    return sqlite_status(rc, db, "reading the schema version", path);
+  Use u(s);
+  const int rc = u.step();
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) return sqlite_status(rc, db, "reading the schema version", path);
+  if (rc == SQLITE_DONE || sqlite3_column_type(s.get(), 0) != SQLITE_INTEGER)
+    return data_loss("sqlite: " + path + " has a table idem_meta without an integer schema_version");
+  const std::int64_t version = u.column_i64(0);
+  if (version > kSchemaVersion)
+    return failed_precondition("sqlite: " + path + " was written by idem sqlite schema version " +
+                               std::to_string(version) + ", newer than version " + std::to_string(kSchemaVersion) +
+                               " that this build reads; upgrade idem to open it");
+  if (version < 1)
+    return data_loss("sqlite: " + path + " has an invalid schema version " + std::to_string(version));
+  const std::set<std::string> expected = {"id",     "state",   "owner",   "lease_until_ms",
+                                          "fingerprint", "result", "retries", "expires_ms"};
+  if (*records != expected)
+    return data_loss("sqlite: " + path + " has a table idem_records of a foreign layout (columns: " +
+                     join(*records) + ")");
+  return Status::ok();
+}
+
+}  // namespace
+
+Status ensure_schema(sqlite3* db, const std::string& path) {
+  if (int rc = exec(db, "BEGIN IMMEDIATE"); rc != SQLITE_OK) return sqlite_status(rc, db, "opening", path);
+  Status s = check_or_create(db, path);
+  if (s.is_ok()) {
+    if (int rc = exec(db, "COMMIT"); rc != SQLITE_OK) s = sqlite_status(rc, db, "creating the idem tables", path);
+  }
+  if (!s.is_ok()) (void)exec(db, "ROLLBACK");
+  return s;
+}
+
+}  // namespace idem::sqlite::detail

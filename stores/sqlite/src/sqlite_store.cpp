@@ -1,0 +1,490 @@
+// The record operations of the SQLite store: claim, commit, release, extend, inspect,
+// their batch forms and purge_expired.
+#include <algorithm>
+#include <array>
+#include <string>
+
+#include "schema.hpp"
+#include "sqlite_store_impl.hpp"
+
+namespace idem::sqlite::detail {
+namespace {
+
+constexpr std::string_view kSelectRow =
+    "SELECT state, owner, lease_until_ms, fingerprint, result, retries, expires_ms FROM idem_records WHERE id = ?1";
+// A done record for an id without a row (the common case with leases=local)...
+constexpr std::string_view kInsertDone =
+    "INSERT OR IGNORE INTO idem_records(id, state, owner, lease_until_ms, fingerprint, result, retries, expires_ms)"
+    " VALUES(?1, ?2, NULL, NULL, ?3, ?4, 0, ?5)";
+// ... or over an existing row, unless that row is done and unexpired at ?6 = now or
+// leased by another owner than ?7 until after now. sqlite3_changes() == 0 tells that
+// it refused (or that there is no row).
+constexpr std::string_view kUpdateDone =
+    "UPDATE idem_records SET state = ?2, owner = NULL, lease_until_ms = NULL, fingerprint = ?3, result = ?4,"
+    " retries = 0, expires_ms = ?5"
+    " WHERE id = ?1 AND NOT (state >= 2 AND expires_ms > ?6)"
+    " AND NOT (state = 1 AND lease_until_ms > ?6 AND owner IS NOT ?7)";
+constexpr std::string_view kUpsertPending =
+    "INSERT INTO idem_records(id, state, owner, lease_until_ms, fingerprint, result, retries, expires_ms)"
+    " VALUES(?1, 0, NULL, NULL, ?2, NULL, ?3, ?4)"
+    " ON CONFLICT(id) DO UPDATE SET state = 0, owner = NULL, lease_until_ms = NULL,"
+    " fingerprint = excluded.fingerprint, result = NULL, retries = excluded.retries, expires_ms = excluded.expires_ms";
+constexpr std::string_view kUpsertLease =
+    "INSERT INTO idem_records(id, state, owner, lease_until_ms, fingerprint, result, retries, expires_ms)"
+    " VALUES(?1, 1, ?2, ?3, ?4, NULL, ?5, ?6)"
+    " ON CONFLICT(id) DO UPDATE SET state = 1, owner = excluded.owner, lease_until_ms = excluded.lease_until_ms,"
+    " fingerprint = excluded.fingerprint, result = NULL, retries = excluded.retries, expires_ms = excluded.expires_ms";
+constexpr std::string_view kExtendLease =
+    "UPDATE idem_records SET lease_until_ms = ?2,"
+    " expires_ms = CASE WHEN retries > 0 THEN expires_ms ELSE ?2 END WHERE id = ?1";
+constexpr std::string_view kDeleteRow = "DELETE FROM idem_records WHERE id = ?1";
+constexpr std::string_view kPurge =
+    "DELETE FROM idem_records WHERE id IN"
+    " (SELECT id FROM idem_records WHERE expires_ms <= ?1 AND NOT (state = 1 AND lease_until_ms > ?1)"
+    " ORDER BY expires_ms LIMIT ?2)";
+
+bool is_done_state(int state) { return state == kRowCompleted || state == kRowDeadLettered; }
+
+template <class R>
+bool done(const std::optional<R>& row, std::int64_t now) {
+  return row && is_done_state(row->state) && row->expires_ms > now;
+}
+
+// The retry count that still counts at `now`.
+template <class R>
+std::uint32_t live_retries(const std::optional<R>& row, std::int64_t now) {
+  return row && !is_done_state(row->state) && row->expires_ms > now ? row->retries : 0;
+}
+
+bool differs(const std::optional<std::uint64_t>& stored, const std::optional<std::uint64_t>& asked) {
+  return stored && asked && *stored != *asked;
+}
+
+}  // namespace
+
+SqliteStore::SqliteStore(sqlite3* db, Options options) : conn_(db), options_(std::move(options)) {}
+
+Status SqliteStore::prepare() {
+  const std::pair<Statement*, std::string_view> all[] = {
+      {&begin_immediate_, "BEGIN IMMEDIATE"},
+      {&begin_read_, "BEGIN"},
+      {&commit_, "COMMIT"},
+      {&rollback_, "ROLLBACK"},
+      {&savepoint_, "SAVEPOINT idem_op"},
+      {&release_savepoint_, "RELEASE idem_op"},
+      {&rollback_savepoint_, "ROLLBACK TO idem_op"},
+      {&select_row_, kSelectRow},
+      {&insert_done_, kInsertDone},
+      {&update_done_, kUpdateDone},
+      {&upsert_pending_, kUpsertPending},
+      {&upsert_lease_, kUpsertLease},
+      {&extend_lease_, kExtendLease},
+      {&delete_row_, kDeleteRow},
+      {&purge_, kPurge},
+  };
+  for (const auto& [stmt, sql] : all) {
+    if (int rc = stmt->prepare(conn_.db, sql); rc != SQLITE_OK) {
+      if ((rc & 0xff) == SQLITE_ERROR)
+        return data_loss("sqlite: " + options_.path + " has idem tables of a foreign layout: " +
+                         sqlite3_errmsg(conn_.db));
+      return error(rc, "preparing statements for");
+    }
+  }
+  return Status::ok();
+}
+
+StoreCapabilities SqliteStore::capabilities() const {
+  StoreCapabilities c;
+  c.durable = true;
+  c.shared = shared();
+  c.transactional = true;
+  return c;
+}
+
+Status SqliteStore::error(int rc, std::string_view what) const {
+  return sqlite_status(rc, conn_.db, what, options_.path);
+}
+
+Status SqliteStore::run(const Statement& s, std::string_view what) {
+  Use u(s);
+  const int rc = u.step();
+  return rc == SQLITE_DONE || rc == SQLITE_ROW ? Status::ok() : error(rc, what);
+}
+
+Status SqliteStore::fault(std::string_view point) const {
+  return options_.fault_hook ? options_.fault_hook(point) : Status::ok();
+}
+
+// --- WriteScope ------------------------------------------------------------------
+
+Status SqliteStore::WriteScope::start() {
+  nested_ = sqlite3_get_autocommit(s_.conn_.db) == 0;
+  Status st = s_.run(nested_ ? s_.savepoint_ : s_.begin_immediate_, "starting a write transaction on");
+  open_ = st.is_ok();
+  return st;
+}
+
+Status SqliteStore::WriteScope::finish() {
+  Status st = s_.run(nested_ ? s_.release_savepoint_ : s_.commit_, "committing to");
+  if (st.is_ok()) open_ = false;
+  return st;
+}
+
+SqliteStore::WriteScope::~WriteScope() {
+  if (!open_) return;
+  if (nested_) {
+    (void)s_.run(s_.rollback_savepoint_, "rolling back");
+    (void)s_.run(s_.release_savepoint_, "rolling back");
+  } else if (sqlite3_get_autocommit(s_.conn_.db) == 0) {
+    (void)s_.run(s_.rollback_, "rolling back");
+  }
+}
+
+// --- reading ---------------------------------------------------------------------
+
+StatusOr<std::optional<SqliteStore::Row>> SqliteStore::read_row(std::string_view id) {
+  Use u(select_row_);
+  u.blob(1, id);
+  const int rc = u.step();
+  if (rc == SQLITE_DONE) return std::optional<Row>();
+  if (rc != SQLITE_ROW) return error(rc, "reading");
+  Row r;
+  r.state = static_cast<int>(u.column_i64(0));
+  r.owner = u.column_blob(1);
+  r.lease_until_ms = u.column_i64(2);
+  r.fingerprint = u.column_fingerprint(3);
+  if (!u.is_null(4)) r.result = u.column_blob(4);
+  r.retries = static_cast<std::uint32_t>(u.column_i64(5));
+  r.expires_ms = u.column_i64(6);
+  return std::optional<Row>(std::move(r));
+}
+
+std::optional<SqliteStore::Lease> SqliteStore::lease_of(std::string_view id, const std::optional<Row>& row) const {
+  if (shared()) {
+    if (!row || row->state != kRowInProgress) return std::nullopt;
+    return Lease{row->owner, row->lease_until_ms, row->fingerprint};
+  }
+  auto it = leases_.find(id);
+  if (it == leases_.end()) return std::nullopt;
+  return it->second;
+}
+
+void SqliteStore::forget_lease(std::string_view id) {
+  if (shared()) return;
+  if (auto it = leases_.find(id); it != leases_.end()) leases_.erase(it);
+}
+
+std::size_t SqliteStore::purge_leases(std::int64_t now, std::size_t max) {
+  constexpr std::size_t kScanFactor = 4;  // buckets and entries examined per lease to drop
+  constexpr std::size_t kScanMin = 64;    // and at least this many
+  std::vector<std::string> expired;
+  const std::size_t buckets = leases_.bucket_count();
+  for (std::size_t budget = kScanFactor * max + kScanMin; budget > 0 && expired.size() < max && !leases_.empty();) {
+    const std::size_t b = lease_cursor_++ % buckets;
+    --budget;
+    for (auto it = leases_.begin(b); it != leases_.end(b) && expired.size() < max && budget > 0; ++it, --budget)
+      if (it->second.until_ms <= now) expired.push_back(it->first);
+  }
+  for (const auto& id : expired) leases_.erase(id);
+  return expired.size();
+}
+
+// --- claim -----------------------------------------------------------------------
+
+StatusOr<ClaimResult> SqliteStore::claim_one(const ClaimRequest& q) {
+  const std::int64_t now = to_unix_ms(q.now);
+  auto row = read_row(q.id);
+  if (!row.ok()) return row.status();
+  if (done(*row, now)) {
+    if (differs((*row)->fingerprint, q.fingerprint)) return ClaimResult::conflict();
+    ClaimResult c;
+    c.status = ClaimStatus::kCompleted;
+    c.result = (*row)->result;
+    c.dead_lettered = (*row)->state == kRowDeadLettered;
+    return c;
+  }
+  const auto lease = lease_of(q.id, *row);
+  if (lease && lease->until_ms > now) {
+    if (differs(lease->fingerprint, q.fingerprint)) return ClaimResult::conflict();
+    ClaimResult c;
+    c.status = ClaimStatus::kInProgress;
+    c.owner = lease->owner;
+    c.lease_left = Duration(lease->until_ms - now);
+    return c;
+  }
+  const std::uint32_t retries = live_retries(*row, now);
+  const std::int64_t until = now + q.lease.count();
+  if (shared()) {
+    // The row expires with its retry count if it has one, else with the lease.
+    const std::int64_t expires = retries > 0 ? (*row)->expires_ms : until;
+    Use u(upsert_lease_);
+    u.blob(1, q.id).blob(2, q.owner).i64(3, until).fingerprint(4, q.fingerprint).i64(5, retries).i64(6, expires);
+    if (int rc = u.step(); rc != SQLITE_DONE) return error(rc, "claiming in");
+  } else {
+    auto [it, inserted] = leases_.try_emplace(std::string(q.id));
+    it->second = Lease{std::string(q.owner), until, q.fingerprint};
+  }
+  return ClaimResult::granted(retries);
+}
+
+namespace {
+Status check_claim(const ClaimRequest& q) {
+  if (q.id.empty()) return invalid_argument("claim: empty id");
+  if (q.lease.count() <= 0) return invalid_argument("claim: lease must be > 0");
+  return Status::ok();
+}
+Status check_commit(const CommitRequest& q) {
+  if (q.id.empty()) return invalid_argument("commit: empty id");
+  if (q.ttl.count() <= 0) return invalid_argument("commit: ttl must be > 0");
+  return Status::ok();
+}
+}  // namespace
+
+StatusOr<ClaimResult> SqliteStore::claim(const ClaimRequest& q) {
+  if (Status s = check_claim(q); !s.is_ok()) return s;
+  std::lock_guard lock(mu_);
+  if (!shared()) return claim_one(q);
+  WriteScope w(*this);
+  if (Status s = w.start(); !s.is_ok()) return s;
+  auto r = claim_one(q);
+  if (!r.ok()) return r;
+  if (Status s = w.finish(); !s.is_ok()) return s;
+  return r;
+}
+
+std::vector<StatusOr<ClaimResult>> SqliteStore::claim_batch(std::span<const ClaimRequest> requests) {
+  std::vector<StatusOr<ClaimResult>> out;
+  out.reserve(requests.size());
+  std::lock_guard lock(mu_);
+  auto fail_all = [&](const Status& s) {
+    out.clear();
+    for (std::size_t i = 0; i < requests.size(); ++i) out.emplace_back(s);
+    return out;
+  };
+  if (shared()) {
+    // One write transaction for every claim; an error of SQLite fails them all.
+    WriteScope w(*this);
+    if (Status s = w.start(); !s.is_ok()) return fail_all(s);
+    for (const auto& q : requests) {
+      if (Status s = check_claim(q); !s.is_ok()) {
+        out.emplace_back(s);
+        continue;
+      }
+      auto r = claim_one(q);
+      if (!r.ok()) return fail_all(r.status());
+      out.push_back(std::move(r));
+    }
+    if (Status s = w.finish(); !s.is_ok()) return fail_all(s);
+    return out;
+  }
+  // Local leases: one read transaction for every row; leases are granted in memory.
+  const bool outer = sqlite3_get_autocommit(conn_.db) != 0;
+  if (outer) {
+    if (Status s = run(begin_read_, "starting a read transaction on"); !s.is_ok()) return fail_all(s);
+  }
+  for (const auto& q : requests) {
+    if (Status s = check_claim(q); !s.is_ok()) {
+      out.emplace_back(s);
+      continue;
+    }
+    out.push_back(claim_one(q));
+  }
+  if (outer && sqlite3_get_autocommit(conn_.db) == 0) (void)run(commit_, "ending a read transaction on");
+  return out;
+}
+
+// --- commit ----------------------------------------------------------------------
+
+Status SqliteStore::commit_one(const CommitRequest& q) {
+  const std::int64_t now = to_unix_ms(q.now);
+  if (!shared()) {
+    auto it = leases_.find(q.id);
+    if (it != leases_.end() && it->second.until_ms > now && it->second.owner != q.owner)
+      return failed_precondition("commit: the lease is held by " + it->second.owner);
+  }
+  const int state = q.outcome == Outcome::kDeadLettered ? kRowDeadLettered : kRowCompleted;
+  const std::int64_t expires = now + q.ttl.count();
+  // Leases in the file mean a row usually exists: try the update first there.
+  for (const bool insert : shared() ? std::array{false, true} : std::array{true, false}) {
+    Use u(insert ? insert_done_ : update_done_);
+    u.blob(1, q.id).i64(2, state).fingerprint(3, q.fingerprint).blob(4, q.result).i64(5, expires);
+    if (!insert) u.i64(6, now).blob(7, q.owner);
+    if (int rc = u.step(); rc != SQLITE_DONE) return error(rc, "committing to");
+    if (sqlite3_changes(conn_.db) > 0) return Status::ok();
+  }
+  auto row = read_row(q.id);
+  if (!row.ok()) return row.status();
+  if (done(*row, now)) return failed_precondition("commit: the id is already completed");
+  if (*row && (*row)->state == kRowInProgress) return failed_precondition("commit: the lease is held by " + (*row)->owner);
+  return internal_error("commit: the record was not written");
+}
+
+Status SqliteStore::commit(const CommitRequest& q) {
+  if (Status s = check_commit(q); !s.is_ok()) return s;
+  std::lock_guard lock(mu_);
+  WriteScope w(*this);
+  if (Status s = w.start(); !s.is_ok()) return s;
+  if (Status s = fault("commit.before_write"); !s.is_ok()) return s;
+  if (Status s = commit_one(q); !s.is_ok()) return s;
+  if (Status s = fault("commit.after_record"); !s.is_ok()) return s;
+  if (Status s = w.finish(); !s.is_ok()) return s;
+  forget_lease(q.id);
+  return Status::ok();
+}
+
+std::vector<Status> SqliteStore::commit_batch(std::span<const CommitRequest> requests) {
+  std::vector<Status> out;
+  out.reserve(requests.size());
+  auto fail_all = [&](const Status& s) { return std::vector<Status>(requests.size(), s); };
+  std::lock_guard lock(mu_);
+  WriteScope w(*this);
+  if (Status s = w.start(); !s.is_ok()) return fail_all(s);
+  if (Status s = fault("commit_batch.before_write"); !s.is_ok()) return fail_all(s);
+  bool first = true;
+  for (const auto& q : requests) {
+    Status s = check_commit(q);
+    if (s.is_ok()) s = commit_one(q);
+    const auto code = s.code();
+    if (!s.is_ok() && code != StatusCode::kFailedPrecondition && code != StatusCode::kInvalidArgument)
+      return fail_all(s);  // an error of SQLite: nothing of the batch is kept
+    out.push_back(std::move(s));
+    if (first && out.back().is_ok()) {
+      first = false;
+      if (Status f = fault("commit_batch.after_first"); !f.is_ok()) return fail_all(f);
+    }
+  }
+  if (Status s = fault("commit_batch.before_commit"); !s.is_ok()) return fail_all(s);
+  if (Status s = w.finish(); !s.is_ok()) return fail_all(s);
+  for (std::size_t i = 0; i < requests.size(); ++i)
+    if (out[i].is_ok()) forget_lease(requests[i].id);
+  return out;
+}
+
+// --- release, extend -------------------------------------------------------------
+
+Status SqliteStore::write_pending(std::string_view id, std::uint32_t retries, std::int64_t expires_ms,
+                                  const std::optional<std::uint64_t>& fingerprint) {
+  Use u(upsert_pending_);
+  u.blob(1, id).fingerprint(2, fingerprint).i64(3, retries).i64(4, expires_ms);
+  const int rc = u.step();
+  return rc == SQLITE_DONE ? Status::ok() : error(rc, "recording a retry in");
+}
+
+StatusOr<std::uint32_t> SqliteStore::release_one(const ReleaseRequest& q, bool& drop_lease) {
+  const std::int64_t now = to_unix_ms(q.now);
+  auto row_or = read_row(q.id);
+  if (!row_or.ok()) return row_or.status();
+  const auto& row = *row_or;
+  if (done(row, now)) return row->retries;
+  const std::uint32_t before = live_retries(row, now);
+  const auto lease = lease_of(q.id, row);
+  // Another owner's live lease: not ours to give up or to count against.
+  if (lease && lease->until_ms > now && lease->owner != q.owner) return before;
+  // The caller's lease (live or expired) or anyone's expired lease is given up.
+  drop_lease = lease.has_value();
+  const std::uint32_t after = before + (q.count_retry ? 1 : 0);
+  const auto fp = lease ? lease->fingerprint : row ? row->fingerprint : std::nullopt;
+  if (q.count_retry || (drop_lease && before > 0)) {
+    // A counted retry is kept until now + retry_ttl; an uncounted one keeps its expiry.
+    const std::int64_t expires = q.count_retry ? now + q.retry_ttl.count() : row->expires_ms;
+    if (Status s = write_pending(q.id, after, expires, fp); !s.is_ok()) return s;
+  } else if (shared() && drop_lease) {
+    Use u(delete_row_);
+    u.blob(1, q.id);
+    if (int rc = u.step(); rc != SQLITE_DONE) return error(rc, "releasing in");
+  }
+  return after;
+}
+
+StatusOr<std::uint32_t> SqliteStore::release(const ReleaseRequest& q) {
+  if (q.id.empty()) return invalid_argument("release: empty id");
+  if (q.count_retry && q.retry_ttl.count() <= 0) return invalid_argument("release: retry_ttl must be > 0");
+  std::lock_guard lock(mu_);
+  WriteScope w(*this);
+  if (Status s = w.start(); !s.is_ok()) return s;
+  bool drop_lease = false;
+  auto r = release_one(q, drop_lease);
+  if (!r.ok()) return r;
+  if (Status s = w.finish(); !s.is_ok()) return s;
+  if (drop_lease) forget_lease(q.id);
+  return r;
+}
+
+Status SqliteStore::extend(const ExtendRequest& q) {
+  if (q.lease.count() <= 0) return invalid_argument("extend: lease must be > 0");
+  const std::int64_t now = to_unix_ms(q.now);
+  const std::int64_t until = now + q.lease.count();
+  std::lock_guard lock(mu_);
+  if (!shared()) {
+    auto it = leases_.find(q.id);
+    if (it == leases_.end() || it->second.owner != q.owner)
+      return failed_precondition("extend: the lease is not held by this owner");
+    if (it->second.until_ms <= now) return failed_precondition("extend: the lease expired");
+    it->second.until_ms = until;
+    return Status::ok();
+  }
+  WriteScope w(*this);
+  if (Status s = w.start(); !s.is_ok()) return s;
+  auto row = read_row(q.id);
+  if (!row.ok()) return row.status();
+  if (!*row || (*row)->state != kRowInProgress || (*row)->owner != q.owner)
+    return failed_precondition("extend: the lease is not held by this owner");
+  if ((*row)->lease_until_ms <= now) return failed_precondition("extend: the lease expired");
+  {
+    Use u(extend_lease_);
+    u.blob(1, q.id).i64(2, until);
+    if (int rc = u.step(); rc != SQLITE_DONE) return error(rc, "extending a lease in");
+  }
+  return w.finish();
+}
+
+// --- inspect, purge --------------------------------------------------------------
+
+StatusOr<std::optional<RecordInfo>> SqliteStore::inspect(std::string_view id, TimePoint t) {
+  const std::int64_t now = to_unix_ms(t);
+  std::lock_guard lock(mu_);
+  auto row_or = read_row(id);
+  if (!row_or.ok()) return row_or.status();
+  const auto& row = *row_or;
+  const auto lease = lease_of(id, row);
+  RecordInfo info;
+  if (!done(row, now) && lease && lease->until_ms > now) {
+    info.state = RecordState::kInProgress;
+    info.owner = lease->owner;
+    info.lease_until = from_unix_ms(lease->until_ms);
+    info.fingerprint = lease->fingerprint;
+    info.retries = live_retries(row, now);
+    info.expires_at = from_unix_ms(row && row->expires_ms > now ? row->expires_ms : lease->until_ms);
+    return std::optional<RecordInfo>(std::move(info));
+  }
+  if (!row || row->expires_ms <= now) return std::optional<RecordInfo>();
+  info.state = row->state == kRowCompleted      ? RecordState::kCompleted
+               : row->state == kRowDeadLettered ? RecordState::kDeadLettered
+                                                : RecordState::kPending;
+  if (info.state == RecordState::kPending && row->retries == 0) return std::optional<RecordInfo>();
+  // An expired lease taken after the row was written holds the newer fingerprint.
+  info.fingerprint = lease && !is_done_state(row->state) ? lease->fingerprint : row->fingerprint;
+  info.result = row->result;
+  info.retries = row->retries;
+  info.expires_at = from_unix_ms(row->expires_ms);
+  return std::optional<RecordInfo>(std::move(info));
+}
+
+StatusOr<std::size_t> SqliteStore::purge_expired(TimePoint now, std::size_t max_records) {
+  if (max_records == 0) return std::size_t{0};
+  std::lock_guard lock(mu_);
+  WriteScope w(*this);
+  if (Status s = w.start(); !s.is_ok()) return s;
+  {
+    Use u(purge_);
+    u.i64(1, to_unix_ms(now)).i64(2, static_cast<std::int64_t>(std::min<std::size_t>(max_records, INT64_MAX)));
+    if (int rc = u.step(); rc != SQLITE_DONE) return error(rc, "purging");
+  }
+  auto removed = static_cast<std::size_t>(sqlite3_changes(conn_.db));
+  if (Status s = w.finish(); !s.is_ok()) return s;
+  // Expired local leases are records too (an abandoned claim).
+  if (!shared() && removed < max_records) removed += purge_leases(to_unix_ms(now), max_records - removed);
+  return removed;
+}
+
+}  // namespace idem::sqlite::detail

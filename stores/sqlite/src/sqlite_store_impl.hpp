@@ -1,0 +1,134 @@
+// The SQLite store's implementation class, internal to idem::sqlite.
+//
+// Thread-safety: one connection, guarded by mu_ (recursive, so that a handler running
+// inside a transaction opened by begin() may call the store from its own thread; those
+// calls join the open transaction through a SAVEPOINT).
+#pragma once
+
+#include <sqlite3.h>
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "idem/sqlite_store.hpp"
+#include "idem/store.hpp"
+#include "statement.hpp"
+
+namespace idem::sqlite::detail {
+
+// Owns an open connection; closes it last (after every Statement is finalized).
+struct Connection {
+  sqlite3* db = nullptr;
+  Connection() = default;
+  explicit Connection(sqlite3* d) : db(d) {}
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+  ~Connection() { sqlite3_close_v2(db); }
+};
+
+class SqliteStore final : public Store, public std::enable_shared_from_this<SqliteStore> {
+ public:
+  // Takes the open connection `db`, whose schema ensure_schema() has checked.
+  SqliteStore(sqlite3* db, Options options);
+
+  // Prepares every statement. Returns kDataLoss if the tables do not fit them.
+  Status prepare();
+
+  StoreCapabilities capabilities() const override;
+  StatusOr<ClaimResult> claim(const ClaimRequest& request) override;
+  Status commit(const CommitRequest& request) override;
+  StatusOr<std::uint32_t> release(const ReleaseRequest& request) override;
+  Status extend(const ExtendRequest& request) override;
+  StatusOr<std::optional<RecordInfo>> inspect(std::string_view id, TimePoint now) override;
+  std::vector<StatusOr<ClaimResult>> claim_batch(std::span<const ClaimRequest> requests) override;
+  std::vector<Status> commit_batch(std::span<const CommitRequest> requests) override;
+  StatusOr<std::unique_ptr<StoreTransaction>> begin(TimePoint now) override;
+  StatusOr<std::size_t> purge_expired(TimePoint now, std::size_t max_records) override;
+
+  // For SqliteTransaction. REQUIRES: mu_ held by the caller's thread and a transaction
+  // opened by begin() still open. Writes the commit, then COMMITs; on any failure
+  // ROLLBACKs. Either way the transaction is over afterwards.
+  Status commit_transaction(const CommitRequest& request);
+  // REQUIRES: as above. ROLLBACKs the open transaction, if any.
+  void rollback_transaction();
+  std::recursive_mutex& mutex() { return mu_; }
+  sqlite3* db() const { return conn_.db; }
+
+ private:
+  struct Row {
+    int state = 0;
+    std::string owner;
+    std::int64_t lease_until_ms = 0;
+    std::optional<std::uint64_t> fingerprint;
+    std::optional<std::string> result;
+    std::uint32_t retries = 0;
+    std::int64_t expires_ms = 0;
+  };
+  struct Lease {
+    std::string owner;
+    std::int64_t until_ms = 0;
+    std::optional<std::uint64_t> fingerprint;
+  };
+
+  struct Hash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+  };
+  using LeaseMap = std::unordered_map<std::string, Lease, Hash, std::equal_to<>>;
+
+  // A write transaction (BEGIN IMMEDIATE), or a SAVEPOINT when one is already open on
+  // the connection. Rolls back unless finish() succeeded.
+  class WriteScope {
+   public:
+    explicit WriteScope(SqliteStore& s) : s_(s) {}
+    WriteScope(const WriteScope&) = delete;
+    WriteScope& operator=(const WriteScope&) = delete;
+    ~WriteScope();
+    Status start();
+    Status finish();
+
+   private:
+    SqliteStore& s_;
+    bool nested_ = false;
+    bool open_ = false;
+  };
+
+  bool shared() const { return options_.leases == LeaseMode::kShared; }
+  Status run(const Statement& s, std::string_view what);  // steps to DONE
+  Status fault(std::string_view point) const;
+  Status error(int rc, std::string_view what) const;
+
+  // All REQUIRE mu_ held. The *_one forms REQUIRE a write transaction when they write.
+  StatusOr<std::optional<Row>> read_row(std::string_view id);
+  // The lease on id, live or expired, from the lease table (local) or the row (shared).
+  std::optional<Lease> lease_of(std::string_view id, const std::optional<Row>& row) const;
+  StatusOr<ClaimResult> claim_one(const ClaimRequest& q);
+  Status commit_one(const CommitRequest& q);
+  StatusOr<std::uint32_t> release_one(const ReleaseRequest& q, bool& drop_lease);
+  Status write_pending(std::string_view id, std::uint32_t retries, std::int64_t expires_ms,
+                       const std::optional<std::uint64_t>& fingerprint);
+  // leases=local: drops id's lease, if any.
+  void forget_lease(std::string_view id);
+  // leases=local: drops up to `max` expired leases, examining O(max) buckets and
+  // entries from where the previous call stopped. Returns how many it dropped.
+  std::size_t purge_leases(std::int64_t now, std::size_t max);
+
+  Connection conn_;  // declared first: closed after the statements are finalized
+  Options options_;
+  std::recursive_mutex mu_;
+  LeaseMap leases_;             // LeaseMode::kLocal only
+  std::size_t lease_cursor_ = 0;  // the bucket of leases_ where purge_leases goes on
+
+  Statement begin_immediate_, begin_read_, commit_, rollback_;
+  Statement savepoint_, release_savepoint_, rollback_savepoint_;
+  Statement select_row_, insert_done_, update_done_, upsert_pending_, upsert_lease_, extend_lease_;
+  Statement delete_row_, purge_;
+};
+
+}  // namespace idem::sqlite::detail

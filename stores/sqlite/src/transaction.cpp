@@ -1,0 +1,81 @@
+// Transactional mode: begin() and the StoreTransaction it returns.
+#include <string>
+
+#include "sqlite_store_impl.hpp"
+
+namespace idem::sqlite::detail {
+namespace {
+
+// Holds the store's lock and an open BEGIN IMMEDIATE transaction on its connection
+// from begin() until commit(), rollback() or destruction.
+class SqliteTransaction final : public StoreTransaction {
+ public:
+  SqliteTransaction(std::shared_ptr<SqliteStore> store, std::unique_lock<std::recursive_mutex> lock)
+      : store_(std::move(store)), lock_(std::move(lock)) {}
+  ~SqliteTransaction() override { rollback(); }
+
+  Status commit(const CommitRequest& request) override {
+    if (!lock_.owns_lock()) return failed_precondition("sqlite: the transaction is already over");
+    Status s = store_->commit_transaction(request);
+    lock_.unlock();
+    return s;
+  }
+
+  void rollback() override {
+    if (!lock_.owns_lock()) return;
+    store_->rollback_transaction();
+    lock_.unlock();
+  }
+
+  // The connection while the transaction is open, else null.
+  sqlite3* connection() const { return lock_.owns_lock() ? store_->db() : nullptr; }
+
+ private:
+  std::shared_ptr<SqliteStore> store_;
+  std::unique_lock<std::recursive_mutex> lock_;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<StoreTransaction>> SqliteStore::begin(TimePoint) {
+  std::unique_lock lock(mu_);
+  if (sqlite3_get_autocommit(conn_.db) == 0)
+    return failed_precondition("sqlite: begin: a transaction is already open on this thread");
+  if (Status s = run(begin_immediate_, "starting a transaction on"); !s.is_ok()) return s;
+  return std::unique_ptr<StoreTransaction>(new SqliteTransaction(shared_from_this(), std::move(lock)));
+}
+
+Status SqliteStore::commit_transaction(const CommitRequest& q) {
+  if (sqlite3_get_autocommit(conn_.db) != 0)
+    return failed_precondition(
+        "sqlite: the transaction was ended by the handler (COMMIT or ROLLBACK through the connection); "
+        "nothing was committed by idem");
+  Status s;
+  if (q.id.empty()) s = invalid_argument("commit: empty id");
+  else if (q.ttl.count() <= 0) s = invalid_argument("commit: ttl must be > 0");
+  if (s.is_ok()) s = fault("commit.before_write");
+  if (s.is_ok()) s = commit_one(q);
+  if (s.is_ok()) s = fault("commit.after_record");
+  if (s.is_ok()) s = run(commit_, "committing to");
+  if (!s.is_ok()) {
+    rollback_transaction();
+    return s;
+  }
+  forget_lease(q.id);
+  return Status::ok();
+}
+
+void SqliteStore::rollback_transaction() {
+  if (sqlite3_get_autocommit(conn_.db) == 0) (void)run(rollback_, "rolling back");
+}
+
+}  // namespace idem::sqlite::detail
+
+namespace idem::sqlite {
+
+sqlite3* connection(const HandlerContext& ctx) {
+  auto* t = dynamic_cast<detail::SqliteTransaction*>(ctx.transaction());
+  return t ? t->connection() : nullptr;
+}
+
+}  // namespace idem::sqlite
