@@ -5,7 +5,10 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
+
+#include "sqlite_probe.hpp"
 
 namespace idem::bench {
 
@@ -16,17 +19,24 @@ struct PathResult {
   std::uint64_t processed = 0;   // deliveries whose handler ran (first deliveries)
   std::uint64_t duplicates = 0;  // deliveries recognised as duplicates
   std::uint64_t other = 0;       // anything else (retry, dead_letter, …): must be 0
+  std::optional<ProbeReport> probe;  // with --profile: SQLite activity during the loop
 
   double rate() const { return wall_seconds > 0 ? static_cast<double>(messages) / wall_seconds : 0; }
 };
 
-// Wall and process-CPU time since construction.
+// Wall and process-CPU time since construction; with the probe installed, also the
+// SQLite activity since construction (so setup and close are not counted).
 class Stopwatch {
  public:
-  Stopwatch() : wall_(std::chrono::steady_clock::now()), cpu_(cpu_now()) {}
+  Stopwatch() {
+    if (probe_installed()) probe_reset();
+    wall_ = std::chrono::steady_clock::now();
+    cpu_ = cpu_now();
+  }
   void stop_into(PathResult& r) const {
     r.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_).count();
     r.cpu_seconds = cpu_now() - cpu_;
+    if (probe_installed()) r.probe = probe_report();
   }
 
  private:
@@ -36,7 +46,7 @@ class Stopwatch {
     return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
   }
   std::chrono::steady_clock::time_point wall_;
-  double cpu_;
+  double cpu_ = 0;
 };
 
 }  // namespace idem::bench

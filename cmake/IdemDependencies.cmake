@@ -26,3 +26,49 @@ endif()
 if(IDEM_WITH_SQLITE AND NOT TARGET SQLite::SQLite3)
   find_dependency(SQLite3)
 endif()
+
+# RocksDB (librocksdb-dev): its CMake config package → RocksDB::rocksdb.
+if(IDEM_WITH_ROCKSDB AND NOT TARGET RocksDB::rocksdb)
+  find_dependency(RocksDB CONFIG)
+endif()
+
+# libbloom (libbloom-dev 1.6): no .pc, no CMake config → find_path/find_library,
+# wrapped in idem_deps::bloom.
+if(IDEM_WITH_BLOOM AND NOT TARGET idem_deps::bloom)
+  find_path(IDEM_BLOOM_INCLUDE_DIR bloom.h REQUIRED)
+  find_library(IDEM_BLOOM_LIBRARY bloom REQUIRED)
+  add_library(idem_deps::bloom UNKNOWN IMPORTED)
+  set_target_properties(idem_deps::bloom PROPERTIES
+    IMPORTED_LOCATION ${IDEM_BLOOM_LIBRARY}
+    INTERFACE_INCLUDE_DIRECTORIES ${IDEM_BLOOM_INCLUDE_DIR})
+endif()
+
+# hiredis (libhiredis-dev 0.14): pkg-config (an unversioned find_package(Hiredis) fails
+# on Debian), else find_path/find_library; wrapped in idem_deps::hiredis.
+# Include as <hiredis/hiredis.h>.
+if(IDEM_WITH_REDIS AND NOT TARGET idem_deps::hiredis)
+  if(PkgConfig_FOUND)
+    pkg_check_modules(IDEM_HIREDIS QUIET IMPORTED_TARGET hiredis)
+  endif()
+  add_library(idem_deps::hiredis INTERFACE IMPORTED)
+  if(TARGET PkgConfig::IDEM_HIREDIS)
+    target_link_libraries(idem_deps::hiredis INTERFACE PkgConfig::IDEM_HIREDIS)
+  else()
+    find_path(IDEM_HIREDIS_INCLUDE_DIR hiredis/hiredis.h REQUIRED)
+    find_library(IDEM_HIREDIS_LIBRARY hiredis REQUIRED)
+    target_include_directories(idem_deps::hiredis INTERFACE ${IDEM_HIREDIS_INCLUDE_DIR})
+    target_link_libraries(idem_deps::hiredis INTERFACE ${IDEM_HIREDIS_LIBRARY})
+  endif()
+endif()
+
+# yaml-cpp (libyaml-cpp-dev 0.7): its CMake config package defines the unnamespaced
+# target `yaml-cpp` (0.8 and later: yaml-cpp::yaml-cpp); wrapped in idem_deps::yaml_cpp.
+if(IDEM_WITH_STATEMACHINE AND NOT TARGET idem_deps::yaml_cpp)
+  find_dependency(yaml-cpp CONFIG)
+  add_library(idem_deps::yaml_cpp INTERFACE IMPORTED)
+  if(TARGET yaml-cpp::yaml-cpp)
+    target_link_libraries(idem_deps::yaml_cpp INTERFACE yaml-cpp::yaml-cpp)
+  else()
+    target_link_libraries(idem_deps::yaml_cpp INTERFACE yaml-cpp)
+  endif()
+endif()

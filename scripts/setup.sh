@@ -12,6 +12,7 @@ IDEM_PACKAGES=(
   nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   librocksdb-dev libbloom-dev libhiredis-dev redis-server redis-tools
+  libyaml-cpp-dev
 )
 
 idem_install_packages() {

@@ -7,6 +7,15 @@
 #ifdef IDEM_WITH_SQLITE
 #include "idem/sqlite_store.hpp"
 #endif
+#ifdef IDEM_WITH_REDIS
+#include "idem/redis_store.hpp"
+#endif
+#ifdef IDEM_WITH_ROCKSDB
+#include "idem/rocksdb_store.hpp"
+#endif
+#ifdef IDEM_WITH_BLOOM
+#include "idem/bloom_store.hpp"
+#endif
 
 namespace idem {
 namespace {
@@ -24,18 +33,82 @@ StatusOr<std::shared_ptr<Store>> open_memory(const StoreUri& u) {
   return open_memory_store(o);
 }
 
+StatusOr<std::shared_ptr<Store>> open_parsed(const StoreUri& u, std::string& known);
+
+#ifdef IDEM_WITH_BLOOM
+// bloom+X:… — a Bloom front filter over the store X:…. The filter's parameters
+// (capacity, fp, window, generations) are taken out; the rest go to X.
+StatusOr<std::shared_ptr<Store>> open_bloom_front(const StoreUri& u, std::string& known) {
+  StoreUri durable_uri;
+  durable_uri.scheme = u.scheme.substr(std::string_view("bloom+").size());
+  durable_uri.body = u.body;
+  StoreUri filter_uri;
+  filter_uri.scheme = "bloom";
+  for (const auto& [name, value] : u.params) {
+    const bool filter_param = name == "capacity" || name == "fp" || name == "window" || name == "generations";
+    (filter_param ? filter_uri : durable_uri).params.emplace_back(name, value);
+  }
+  bloom::Options fo;
+  fo.window = Duration(7LL * 24 * 3600 * 1000);  // front: a slice is window / generations; default 7 days
+  fo.fp = 0.01;  // front: a false positive costs one read, never a message; default 1%
+  if (Status s = bloom::parse_filter_params(filter_uri, fo); !s.is_ok()) return s;
+  if (durable_uri.scheme.rfind("bloom", 0) == 0)
+    return invalid_argument("bloom+: the durable store cannot be a bloom store");
+  auto durable = open_parsed(durable_uri, known);
+  if (!durable.ok()) return durable.status();
+  bloom::DurableHooks hooks;
+#ifdef IDEM_WITH_ROCKSDB
+  if (durable_uri.scheme == "rocksdb") {
+    Store* raw = durable->get();
+    hooks.claim_absent = [raw](const ClaimRequest& q) { return rocksdb::claim_known_absent(*raw, q); };
+    hooks.for_each_record = [raw](const std::function<void(std::string_view, TimePoint)>& visit) {
+      return rocksdb::for_each_record(*raw, visit);
+    };
+    hooks.begin_observed = [raw](TimePoint now, std::function<void(const CommitRequest&)> before) {
+      return rocksdb::begin_observed(*raw, now, std::move(before));
+    };
+  }
+#endif
+  return bloom::open_front(*durable, fo, std::move(hooks));
+}
+#endif
+
+StatusOr<std::shared_ptr<Store>> open_parsed(const StoreUri& u, std::string& known) {
+  known = "memory:";
+  if (u.scheme == "memory") return open_memory(u);
+#ifdef IDEM_WITH_SQLITE
+  known += ", sqlite:PATH";
+  if (u.scheme == "sqlite") return sqlite::open(u);
+#endif
+#ifdef IDEM_WITH_REDIS
+  known += ", redis://HOST:PORT";
+  if (u.scheme == "redis") return redis::open(u);
+#endif
+#ifdef IDEM_WITH_ROCKSDB
+  known += ", rocksdb:PATH";
+  if (u.scheme == "rocksdb") return rocksdb::open(u);
+#endif
+#ifdef IDEM_WITH_BLOOM
+  known += ", bloom:[SNAPSHOT]?capacity=N&fp=F&window=W, bloom+<durable>:…";
+  if (u.scheme == "bloom") return bloom::open(u);
+  if (u.scheme.rfind("bloom+", 0) == 0) {
+    std::string inner_known;
+    auto s = open_bloom_front(u, inner_known);
+    if (!s.ok() && s.status().message().rfind("unknown store scheme", 0) == 0)
+      return invalid_argument("unknown durable store in \"" + u.scheme + ":\"; this build knows " + known);
+    return s;
+  }
+#endif
+  return invalid_argument("unknown store scheme \"" + u.scheme + ":\"; this build knows " + known);
+}
+
 }  // namespace
 
 StatusOr<std::shared_ptr<Store>> open_store(std::string_view uri) {
   auto u = StoreUri::parse(uri);
   if (!u.ok()) return u.status();
-  std::string known = "memory:";
-  if (u->scheme == "memory") return open_memory(*u);
-#ifdef IDEM_WITH_SQLITE
-  known += ", sqlite:PATH";
-  if (u->scheme == "sqlite") return sqlite::open(*u);
-#endif
-  return invalid_argument("unknown store scheme \"" + u->scheme + ":\"; this build knows " + known);
+  std::string known;
+  return open_parsed(*u, known);
 }
 
 }  // namespace idem

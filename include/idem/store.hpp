@@ -28,6 +28,9 @@ struct StoreCapabilities {
   bool probabilistic = false;  // may answer "completed" for an id never committed
   bool transactional = false;  // begin() gives a transaction the handler can write in
   bool native_ttl = false;     // the backend expires records by itself
+  // probabilistic stores: the configured rate of "completed" answers for ids never
+  // committed (each is a new message dropped as a duplicate); 0 otherwise.
+  double false_positive_rate = 0.0;
 };
 
 enum class ClaimStatus {

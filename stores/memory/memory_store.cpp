@@ -1,5 +1,6 @@
 #include "idem/memory_store.hpp"
 
+#include <algorithm>
 #include <deque>
 #include <functional>
 #include <mutex>
@@ -17,13 +18,12 @@ struct StringHash {
 
 struct Record {
   RecordState state = RecordState::kPending;
-  std::string owner;
+  std::uint32_t owner = 0;  // index into Shard::owners_ (kInProgress)
+  std::uint32_t retries = 0;
   std::int64_t lease_until_ms = 0;
   std::int64_t expires_ms = 0;  // pending / done records
   std::optional<std::uint64_t> fingerprint;
   std::optional<std::string> result;
-  std::uint32_t retries = 0;
-  std::uint64_t generation = 0;  // matches the FIFO entry that may evict it
 };
 
 // True iff the record still says something at `now` (else it counts as absent): a
@@ -41,70 +41,75 @@ bool leased(const Record& r, std::int64_t now) {
   return r.state == RecordState::kInProgress && r.lease_until_ms > now;
 }
 
+// One lock stripe. Every record has exactly one entry in fifo_ (a pointer to its map
+// node, stable across rehashing); a record leaves the map only when its entry leaves
+// the front of fifo_, so no entry ever dangles. A record that stops being live stays
+// in place (and is reused by the next claim or commit of its id) until purge or
+// eviction reaches it.
 class Shard {
  public:
+  using Node = std::pair<const std::string, Record>;
+
   explicit Shard(std::size_t cap) : cap_(cap) {}
 
   ClaimResult claim(const ClaimRequest& q) {
     const std::int64_t now = to_unix_ms(q.now);
     std::lock_guard lock(mu_);
     auto it = map_.find(q.id);
-    if (it != map_.end() && !live(it->second, now)) {
-      map_.erase(it);
-      it = map_.end();
-    }
-    if (it != map_.end()) {
-      Record& r = it->second;
-      if (done(r, now) || leased(r, now)) {
-        if (r.fingerprint && q.fingerprint && *r.fingerprint != *q.fingerprint) return ClaimResult::conflict();
+    Record* r = nullptr;
+    if (it == map_.end()) {
+      r = &insert(q.id, now);
+    } else {
+      r = &it->second;
+      if (!live(*r, now)) {
+        *r = Record{};
+      } else if (done(*r, now) || leased(*r, now)) {
+        if (r->fingerprint && q.fingerprint && *r->fingerprint != *q.fingerprint) return ClaimResult::conflict();
         ClaimResult c;
-        if (leased(r, now)) {
+        if (leased(*r, now)) {
           c.status = ClaimStatus::kInProgress;
-          c.owner = r.owner;
-          c.lease_left = Duration(r.lease_until_ms - now);
+          c.owner = owners_[r->owner];
+          c.lease_left = Duration(r->lease_until_ms - now);
         } else {
           c.status = ClaimStatus::kCompleted;
-          c.result = r.result;
-          c.dead_lettered = r.state == RecordState::kDeadLettered;
+          c.result = r->result;
+          c.dead_lettered = r->state == RecordState::kDeadLettered;
         }
         return c;
       }
-      // Pending (a live retry count) or an expired lease over one: take it over.
-      r.state = RecordState::kInProgress;
-      r.owner = std::string(q.owner);
-      r.lease_until_ms = now + q.lease.count();
-      r.fingerprint = q.fingerprint;
-      r.result.reset();
-      return ClaimResult::granted(r.retries);
     }
-    Record r;
-    r.state = RecordState::kInProgress;
-    r.owner = std::string(q.owner);
-    r.lease_until_ms = now + q.lease.count();
-    r.fingerprint = q.fingerprint;
-    insert(std::string(q.id), std::move(r), now);
-    return ClaimResult::granted(0);
+    // Absent, pending (a live retry count) or an expired lease over one: take it.
+    r->state = RecordState::kInProgress;
+    r->owner = owner_id(q.owner);
+    r->lease_until_ms = now + q.lease.count();
+    r->fingerprint = q.fingerprint;
+    r->result.reset();
+    return ClaimResult::granted(r->retries);
   }
 
   Status commit(const CommitRequest& q) {
     const std::int64_t now = to_unix_ms(q.now);
     std::lock_guard lock(mu_);
     auto it = map_.find(q.id);
-    if (it != map_.end()) {
-      Record& r = it->second;
-      if (done(r, now)) return failed_precondition("id is already completed");
-      if (leased(r, now) && r.owner != q.owner) return failed_precondition("lease is held by " + r.owner);
-    }
-    Record r;
-    r.state = q.outcome == Outcome::kDeadLettered ? RecordState::kDeadLettered : RecordState::kCompleted;
-    r.expires_ms = now + q.ttl.count();
-    r.fingerprint = q.fingerprint;
-    if (q.result) r.result = std::string(*q.result);
-    if (it != map_.end()) {
-      r.generation = it->second.generation;
-      it->second = std::move(r);
+    Record* r = nullptr;
+    if (it == map_.end()) {
+      r = &insert(q.id, now);
     } else {
-      insert(std::string(q.id), std::move(r), now);
+      r = &it->second;
+      if (done(*r, now)) return failed_precondition("id is already completed");
+      if (leased(*r, now) && owners_[r->owner] != q.owner)
+        return failed_precondition("lease is held by " + owners_[r->owner]);
+    }
+    r->state = q.outcome == Outcome::kDeadLettered ? RecordState::kDeadLettered : RecordState::kCompleted;
+    r->owner = 0;
+    r->retries = 0;
+    r->lease_until_ms = 0;
+    r->expires_ms = now + q.ttl.count();
+    r->fingerprint = q.fingerprint;
+    if (q.result) {
+      r->result.emplace(*q.result);
+    } else {
+      r->result.reset();
     }
     return Status::ok();
   }
@@ -115,26 +120,22 @@ class Shard {
     auto it = map_.find(q.id);
     if (it == map_.end()) {
       if (!q.count_retry) return 0;
-      Record r;
-      r.expires_ms = now + q.retry_ttl.count();
-      r.retries = 1;
-      insert(std::string(q.id), std::move(r), now);
+      Record& fresh = insert(q.id, now);
+      fresh.expires_ms = now + q.retry_ttl.count();
+      fresh.retries = 1;
       return 1;
     }
     Record& r = it->second;
     if (done(r, now)) return r.retries;
-    if (r.state == RecordState::kCompleted || r.state == RecordState::kDeadLettered) {
-      // An expired done record counts as absent: start over from an empty record.
-      const std::uint64_t generation = r.generation;
-      r = Record{};
-      r.generation = generation;
+    if (!live(r, now) || r.state == RecordState::kCompleted || r.state == RecordState::kDeadLettered) {
+      r = Record{};  // an expired record counts as absent: start over
     }
     // Another owner's live lease: not ours to give up or to count against.
-    if (leased(r, now) && r.owner != q.owner) return r.retries;
+    if (leased(r, now) && owners_[r.owner] != q.owner) return r.retries;
     if (r.expires_ms <= now) r.retries = 0;  // the retry count expired
     if (r.state == RecordState::kInProgress) {
       r.state = RecordState::kPending;
-      r.owner.clear();
+      r.owner = 0;
     }
     if (q.count_retry) {
       ++r.retries;
@@ -147,7 +148,7 @@ class Shard {
     const std::int64_t now = to_unix_ms(q.now);
     std::lock_guard lock(mu_);
     auto it = map_.find(q.id);
-    if (it == map_.end() || it->second.state != RecordState::kInProgress || it->second.owner != q.owner)
+    if (it == map_.end() || it->second.state != RecordState::kInProgress || owners_[it->second.owner] != q.owner)
       return failed_precondition("the lease is not held by this owner");
     Record& r = it->second;
     if (!leased(r, now)) return failed_precondition("the lease expired");
@@ -167,7 +168,7 @@ class Shard {
                  : r.state == RecordState::kInProgress ? RecordState::kPending
                                                         : r.state;
     if (info.state == RecordState::kInProgress) {
-      info.owner = r.owner;
+      info.owner = owners_[r.owner];
       info.lease_until = from_unix_ms(r.lease_until_ms);
     }
     info.fingerprint = r.fingerprint;
@@ -177,88 +178,71 @@ class Shard {
     return info;
   }
 
-  std::size_t purge(std::int64_t now, std::size_t max) {
+  // Removes up to `max` records that are not live, examining at most `budget` entries.
+  std::size_t purge(std::int64_t now, std::size_t max, std::size_t budget) {
     std::lock_guard lock(mu_);
-    return purge_locked(now, max);
+    return purge_locked(now, max, budget);
   }
 
  private:
-  // Removes up to `max` records that are not live at `now`, examining O(max) entries:
-  // first from the oldest insertions, then (behind a live oldest record) onwards from
-  // where the previous call stopped, so that one long-lived record cannot shield
-  // expired ones inserted after it. REQUIRES: mu_ held.
-  std::size_t purge_locked(std::int64_t now, std::size_t max) {
+  // Walks fifo_ from the front: a record that is not live is erased; a live one is
+  // moved to the back, so that one long-lived record cannot shield expired ones behind
+  // it. Stops after `max` removals, `budget` entries, one lap, or kLiveRun live
+  // records in a row (with uniform TTLs the front is the oldest, so a run of live
+  // records means little has expired: the common case costs O(kLiveRun)).
+  // REQUIRES: mu_ held.
+  std::size_t purge_locked(std::int64_t now, std::size_t max, std::size_t budget) {
     std::size_t removed = 0;
-    while (!fifo_.empty() && removed < max) {
-      const auto& [id, gen] = fifo_.front();
-      auto it = map_.find(id);
-      if (it != map_.end() && it->second.generation == gen) {
-        if (live(it->second, now)) break;
-        map_.erase(it);
-        ++removed;
+    std::size_t live_run = 0;
+    budget = std::min(budget, fifo_.size());
+    while (removed < max && budget-- > 0 && live_run < kLiveRun) {
+      Node* n = fifo_.front();
+      fifo_.pop_front();
+      if (live(n->second, now)) {
+        fifo_.push_back(n);
+        ++live_run;
+        continue;
       }
-      pop_front();
+      live_run = 0;
+      map_.erase(n->first);
+      ++removed;
     }
-    for (std::size_t budget = kScanFactor * max + kScanMin; removed < max && budget > 0 && !fifo_.empty(); --budget) {
-      if (cursor_ >= fifo_.size()) cursor_ = 0;
-      const auto& [id, gen] = fifo_[cursor_++];
-      auto it = map_.find(id);
-      if (it != map_.end() && it->second.generation == gen && !live(it->second, now)) {
-        map_.erase(it);  // its fifo_ entry is now stale; dropped when compacted or at the front
-        ++removed;
-      }
-    }
-    if (fifo_.size() > 2 * map_.size() + kScanMin) compact();
     return removed;
   }
 
-  void pop_front() {
-    fifo_.pop_front();
-    if (cursor_ > 0) --cursor_;
-  }
-
-  // Drops stale fifo_ entries (records erased or re-inserted since). Amortised O(1)
-  // per insertion: runs only when stale entries outnumber live ones.
-  void compact() {
-    std::deque<std::pair<std::string, std::uint64_t>> kept;
-    for (auto& e : fifo_) {
-      auto it = map_.find(e.first);
-      if (it != map_.end() && it->second.generation == e.second) kept.push_back(std::move(e));
-    }
-    fifo_.swap(kept);
-    cursor_ = 0;
-  }
-
-  // REQUIRES: mu_ held, id absent.
-  void insert(std::string id, Record r, std::int64_t now) {
+  // REQUIRES: mu_ held, id absent. Returns the new, empty record.
+  Record& insert(std::string_view id, std::int64_t now) {
     if (map_.size() >= cap_) evict(now);
-    if (fifo_.size() > 2 * map_.size() + kScanMin) compact();
-    r.generation = ++generation_;
-    fifo_.emplace_back(id, r.generation);
-    map_.emplace(std::move(id), std::move(r));
+    auto [it, inserted] = map_.emplace(std::string(id), Record{});
+    fifo_.push_back(&*it);
+    return it->second;
   }
 
-  // Makes room for one record: drops a record that is no longer live if a bounded
-  // search finds one, else the oldest inserted record (which is then forgotten).
+  // Makes room for one record: drops a record that is no longer live if a short walk
+  // finds one, else the record at the front (the oldest, which is then forgotten).
   void evict(std::int64_t now) {
-    if (purge_locked(now, 1) > 0) return;
-    while (!fifo_.empty() && map_.size() >= cap_) {
-      auto [id, gen] = std::move(fifo_.front());
-      pop_front();
-      auto it = map_.find(id);
-      if (it != map_.end() && it->second.generation == gen) map_.erase(it);
-    }
+    if (purge_locked(now, 1, kEvictScan) > 0) return;
+    Node* n = fifo_.front();
+    fifo_.pop_front();
+    map_.erase(n->first);
   }
 
-  static constexpr std::size_t kScanFactor = 4;  // entries examined per record to remove
-  static constexpr std::size_t kScanMin = 64;    // and at least this many
+  // Owners are few (one per consumer): they are interned, so a claim copies no string.
+  std::uint32_t owner_id(std::string_view owner) {
+    for (std::uint32_t i = 0; i < owners_.size(); ++i)
+      if (owners_[i] == owner) return i;
+    owners_.emplace_back(owner);
+    return static_cast<std::uint32_t>(owners_.size() - 1);
+  }
+
+  static constexpr std::size_t kLiveRun = 8;     // live records in a row that end a purge walk
+  static constexpr std::size_t kEvictScan = 32;  // entries an eviction examines first
 
   std::mutex mu_;
   std::size_t cap_;
-  std::uint64_t generation_ = 0;
   std::unordered_map<std::string, Record, StringHash, std::equal_to<>> map_;
-  std::deque<std::pair<std::string, std::uint64_t>> fifo_;  // (id, generation) by insertion
-  std::size_t cursor_ = 0;  // where purge_locked continues its scan behind a live head
+  std::deque<Node*> fifo_;
+  std::vector<std::string> owners_{std::string()};
 };
 
 class MemoryStore final : public Store {
@@ -285,15 +269,20 @@ class MemoryStore final : public Store {
     return shard(id).inspect(id, now);
   }
   StatusOr<std::size_t> purge_expired(TimePoint now, std::size_t max_records) override {
+    // The walk's budget is shared by the shards: O(max_records) work in all.
+    const std::size_t budget = (kScanFactor * max_records + kScanMin) / shards_.size() + 1;
     std::size_t removed = 0;
     for (auto& s : shards_) {
       if (removed >= max_records) break;
-      removed += s->purge(to_unix_ms(now), max_records - removed);
+      removed += s->purge(to_unix_ms(now), max_records - removed, budget);
     }
     return removed;
   }
 
  private:
+  static constexpr std::size_t kScanFactor = 4;  // entries examined per record to remove
+  static constexpr std::size_t kScanMin = 64;    // and at least this many
+
   Shard& shard(std::string_view id) { return *shards_[std::hash<std::string_view>{}(id) % shards_.size()]; }
   std::vector<std::unique_ptr<Shard>> shards_;
 };

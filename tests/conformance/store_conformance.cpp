@@ -136,6 +136,7 @@ TEST_P(StoreConformance, CapabilitiesMatchWhatTheFactoryPromises) {
   EXPECT_EQ(c.durable, caps().durable);
   EXPECT_EQ(c.shared, caps().shared);
   EXPECT_EQ(c.probabilistic, caps().probabilistic);
+  EXPECT_EQ(c.false_positive_rate, caps().false_positive_rate) << "the store states its rate";
   if (!caps().probabilistic) {
     EXPECT_EQ(caps().false_positive_rate, 0.0);
   }

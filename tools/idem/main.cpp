@@ -13,6 +13,9 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   idem::cli::Runner selected;
   idem::cli::add_replay_command(app, selected);
+#ifdef IDEM_TOOL_WITH_MACHINE
+  idem::cli::add_machine_command(app, selected);
+#endif
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -57,5 +57,14 @@ int main() {
   std::filesystem::remove(db.string() + "-wal");
   std::filesystem::remove(db.string() + "-shm");
 #endif
+#ifdef HAVE_IDEM_ROCKSDB
+  const auto rdb = std::filesystem::temp_directory_path() / ("idem-package-rocksdb-" + std::to_string(::getpid()));
+  rc |= check("rocksdb:" + rdb.string());
+#ifdef HAVE_IDEM_BLOOM
+  rc |= check("bloom+rocksdb:" + rdb.string() + "-front?capacity=10000");
+  std::filesystem::remove_all(rdb.string() + "-front");
+#endif
+  std::filesystem::remove_all(rdb);
+#endif
   return rc;
 }

@@ -1,0 +1,321 @@
+// idem::redis against raw Redis primitives on the same server, in one run:
+//   raw_seq_setnx      one SET key 1 NX PX per message, one round trip each
+//   idem_seq_naive     claim, no-op handler, commit: two round trips per message
+//   idem_seq_overlap   commit_then_claim: the commit of message n and the claim of
+//                      message n+1 in one round trip (one script on one node)
+//   raw_pipe_setnx     SET NX PX pipelined, --batch per round trip
+//   idem_batch         claim_batch + commit_batch per --batch messages
+// and the same idem paths on a 3-master cluster vs the single node.
+// By default the bench starts its own servers (redis-server on 127.0.0.1, free ports)
+// and pins itself and them to one CPU (--cpu), so that every path pays the same
+// loopback scheduling; --uri / --cluster-uri use running servers instead.
+#include <sched.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "connection.hpp"
+#include "idem/redis_store.hpp"
+#ifdef IDEM_BENCH_SPAWN_REDIS
+#include "support/redis_cluster.hpp"
+#include "support/redis_server.hpp"
+#endif
+
+namespace {
+
+using idem::ClaimRequest;
+using idem::ClaimStatus;
+using idem::CommitRequest;
+using idem::Duration;
+using Clock = std::chrono::steady_clock;
+
+struct Config {
+  std::size_t messages = 20'000;  // per sequential path
+  std::size_t batch_messages = 200'000;
+  std::size_t batch = 100;
+  int repeat = 3;
+  int cpu = 0;
+  std::string uri;
+  std::string cluster_uri;
+  bool cluster = true;
+};
+
+struct Row {
+  std::string name;
+  double rate = 0;  // messages per second (median of the repeats)
+};
+
+std::vector<std::string> ids_for(const std::string& run, std::size_t n) {
+  std::vector<std::string> ids;
+  ids.reserve(n);
+  for (std::size_t i = 0; i < n; ++i) ids.push_back("orders-" + run + "-" + std::to_string(i));
+  return ids;
+}
+
+double seconds_of(const std::function<void()>& f) {
+  const auto t0 = Clock::now();
+  f();
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+[[noreturn]] void die(const std::string& what) {
+  std::fprintf(stderr, "bench_redis: %s\n", what.c_str());
+  std::exit(1);
+}
+
+std::unique_ptr<idem::redis::detail::Connection> raw_connection(const idem::redis::Options& o) {
+  idem::redis::detail::ConnectOptions co;
+  co.password = o.password;
+  co.user = o.user;
+  co.db = o.db;
+  co.command_timeout = Duration(10'000);
+  auto c = idem::redis::detail::Connection::open(o.endpoints.front(), co);
+  if (!c.ok()) die(c.status().to_string());
+  return std::move(c).value();
+}
+
+idem::redis::Options options_of(const std::string& uri) {
+  auto u = idem::StoreUri::parse(uri);
+  if (!u.ok()) die(u.status().to_string());
+  auto o = idem::redis::parse_uri(*u);
+  if (!o.ok()) die(o.status().to_string());
+  o->command_timeout = Duration(10'000);
+  o->prefix = "bench:";
+  return *o;
+}
+
+std::shared_ptr<idem::redis::RedisStore> store_of(const idem::redis::Options& o) {
+  auto s = idem::redis::open(o);
+  if (!s.ok()) die(s.status().to_string());
+  return std::move(s).value();
+}
+
+const Duration kLease{30'000};
+const std::size_t kSeqChunk = 500;     // messages per interleaved chunk, sequential paths
+const std::size_t kBatChunk = 5'000;   // messages per interleaved chunk, batched paths
+const Duration kTtl{600'000};
+
+CommitRequest commit_of(const std::string& id, idem::TimePoint now) {
+  CommitRequest c;
+  c.id = id;
+  c.owner = "bench";
+  c.now = now;
+  c.ttl = kTtl;
+  return c;
+}
+
+void expect_new(const idem::StatusOr<idem::ClaimResult>& c) {
+  if (!c.ok()) die(c.status().to_string());
+  if (c->status != ClaimStatus::kNew) die("a fresh id was not new");
+}
+void expect_ok(const idem::Status& s) {
+  if (!s.is_ok()) die(s.to_string());
+}
+
+// One measured run of `path` over n fresh ids; returns messages per second.
+using Path = std::function<void(const std::vector<std::string>&)>;
+
+void raw_seq(idem::redis::detail::Connection& c, const std::vector<std::string>& ids) {
+  const std::string px = std::to_string(kTtl.count());
+  for (const auto& id : ids) {
+    auto r = c.call({"SET", "raw:{" + id + "}", "1", "NX", "PX", px});
+    if (!r.ok() || r->is_error()) die("raw SET failed");
+  }
+}
+
+void raw_pipe(idem::redis::detail::Connection& c, const std::vector<std::string>& ids, std::size_t batch) {
+  const std::string px = std::to_string(kTtl.count());
+  for (std::size_t i = 0; i < ids.size(); i += batch) {
+    const std::size_t end = std::min(ids.size(), i + batch);
+    for (std::size_t k = i; k < end; ++k) c.append({"SET", "raw:{" + ids[k] + "}", "1", "NX", "PX", px});
+    for (std::size_t k = i; k < end; ++k) {
+      auto r = c.read();
+      if (!r.ok() || r->is_error()) die("raw pipelined SET failed");
+    }
+  }
+}
+
+void idem_naive(idem::redis::RedisStore& s, const std::vector<std::string>& ids) {
+  const idem::TimePoint now = std::chrono::system_clock::now();
+  for (const auto& id : ids) {
+    expect_new(s.claim({id, "bench", kLease, std::nullopt, now}));
+    expect_ok(s.commit(commit_of(id, now)));
+  }
+}
+
+void idem_overlap(idem::redis::RedisStore& s, const std::vector<std::string>& ids) {
+  const idem::TimePoint now = std::chrono::system_clock::now();
+  expect_new(s.claim({ids.front(), "bench", kLease, std::nullopt, now}));
+  for (std::size_t i = 0; i + 1 < ids.size(); ++i) {
+    // (the no-op handler of ids[i] runs here)
+    auto r = s.commit_then_claim(commit_of(ids[i], now), {ids[i + 1], "bench", kLease, std::nullopt, now});
+    expect_ok(r.commit);
+    expect_new(r.claim);
+  }
+  expect_ok(s.commit(commit_of(ids.back(), now)));
+}
+
+void idem_batch(idem::redis::RedisStore& s, const std::vector<std::string>& ids, std::size_t batch) {
+  const idem::TimePoint now = std::chrono::system_clock::now();
+  std::vector<ClaimRequest> claims;
+  std::vector<CommitRequest> commits;
+  for (std::size_t i = 0; i < ids.size(); i += batch) {
+    const std::size_t end = std::min(ids.size(), i + batch);
+    claims.clear();
+    commits.clear();
+    for (std::size_t k = i; k < end; ++k) claims.push_back({ids[k], "bench", kLease, std::nullopt, now});
+    for (const auto& c : s.claim_batch(claims)) expect_new(c);
+    for (std::size_t k = i; k < end; ++k) commits.push_back(commit_of(ids[k], now));
+    for (const auto& st : s.commit_batch(commits)) expect_ok(st);
+  }
+}
+
+// Runs every path on fresh ids, interleaved in chunks (path 1 chunk 1, path 2 chunk 1,
+// …) so that a noisy neighbour slows every path alike; `repeat` rounds, each on fresh
+// ids after `between`; reports the median rate per path.
+struct PathSpec {
+  std::string name;
+  std::size_t messages;
+  std::size_t chunk;
+  Path run;
+};
+
+std::vector<Row> measure(const std::vector<PathSpec>& paths, int repeat, const std::function<void()>& between) {
+  std::vector<std::vector<double>> rates(paths.size());
+  for (int r = 0; r < repeat; ++r) {
+    between();
+    std::vector<double> secs(paths.size(), 0);
+    std::size_t max_chunks = 0;
+    for (const auto& p : paths) max_chunks = std::max(max_chunks, (p.messages + p.chunk - 1) / p.chunk);
+    for (std::size_t c = 0; c < max_chunks; ++c) {
+      for (std::size_t p = 0; p < paths.size(); ++p) {
+        const std::size_t first = c * paths[p].chunk;
+        if (first >= paths[p].messages) continue;
+        const std::size_t n = std::min(paths[p].chunk, paths[p].messages - first);
+        const auto ids = ids_for(std::to_string(r) + "-" + std::to_string(p) + "-" + std::to_string(c), n);
+        secs[p] += seconds_of([&] { paths[p].run(ids); });
+      }
+    }
+    for (std::size_t p = 0; p < paths.size(); ++p) rates[p].push_back(static_cast<double>(paths[p].messages) / secs[p]);
+  }
+  std::vector<Row> rows;
+  for (std::size_t p = 0; p < paths.size(); ++p) {
+    std::sort(rates[p].begin(), rates[p].end());
+    rows.push_back({paths[p].name, rates[p][rates[p].size() / 2]});
+  }
+  return rows;
+}
+
+void print(const std::string& title, const std::vector<Row>& rows) {
+  std::printf("\n%s\n%-28s %14s %12s\n", title.c_str(), "path", "msg/s", "us/msg");
+  for (const Row& r : rows) std::printf("%-28s %14.0f %12.2f\n", r.name.c_str(), r.rate, 1e6 / r.rate);
+}
+
+void check(const char* what, double ratio, double target) {
+  std::printf("%-62s %6.2f  (target >= %.2f) %s\n", what, ratio, target, ratio >= target ? "PASS" : "FAIL");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Config cfg;
+  CLI::App app{"idem::redis vs raw Redis primitives"};
+  app.add_option("--messages", cfg.messages, "messages per sequential path (default 20000)");
+  app.add_option("--batch-messages", cfg.batch_messages, "messages per batched path (default 200000)");
+  app.add_option("--batch", cfg.batch, "messages per round trip in the batched paths (default 100)");
+  app.add_option("--repeat", cfg.repeat, "runs per path; the median is reported (default 3)");
+  app.add_option("--cpu", cfg.cpu, "pin the bench and the servers it starts to this CPU; -1: no pinning (default 0)");
+  app.add_option("--uri", cfg.uri, "use this running server instead of starting one (redis://HOST:PORT)");
+  app.add_option("--cluster-uri", cfg.cluster_uri, "use this running cluster (redis://H:P,…?cluster=1)");
+  app.add_flag("!--no-cluster", cfg.cluster, "skip the cluster comparison");
+  CLI11_PARSE(app, argc, argv);
+  if (cfg.batch == 0 || cfg.messages < 2 || cfg.repeat < 1) die("--batch, --messages and --repeat must be positive");
+
+  if (cfg.cpu >= 0) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cfg.cpu, &set);
+    if (sched_setaffinity(0, sizeof set, &set) != 0) die("cannot pin to CPU " + std::to_string(cfg.cpu));
+  }
+#ifdef IDEM_BENCH_SPAWN_REDIS
+  std::unique_ptr<idem::redis_test::RedisServer> server;
+  std::unique_ptr<idem::redis_test::RedisCluster> cluster;
+  if (cfg.uri.empty()) {
+    auto s = idem::redis_test::RedisServer::start({});  // inherits the CPU pinning
+    if (!s.ok()) die(s.status().to_string());
+    server = std::move(s).value();
+    cfg.uri = server->uri();
+  }
+  if (cfg.cluster && cfg.cluster_uri.empty()) {
+    auto c = idem::redis_test::RedisCluster::start(3, 0);
+    if (!c.ok()) die(c.status().to_string());
+    cluster = std::move(c).value();
+    cfg.cluster_uri = cluster->uri();
+  }
+#endif
+  if (cfg.uri.empty()) die("--uri is required (this build cannot start servers)");
+  if (cfg.cluster && cfg.cluster_uri.empty()) die("--cluster-uri is required, or --no-cluster");
+
+  const auto o = options_of(cfg.uri);
+  auto raw = raw_connection(o);
+  auto store = store_of(o);
+  auto flush = [&] {
+    auto r = raw->call({"FLUSHALL"});
+    if (!r.ok()) die("FLUSHALL failed");
+  };
+  std::printf("idem::redis bench: %s, %zu sequential / %zu batched messages (batch %zu), median of %d, CPU %s\n",
+              cfg.uri.c_str(), cfg.messages, cfg.batch_messages, cfg.batch, cfg.repeat,
+              cfg.cpu >= 0 ? std::to_string(cfg.cpu).c_str() : "not pinned");
+
+  const std::size_t seq = cfg.messages, bat = cfg.batch_messages, b = cfg.batch;
+  const auto single = measure(
+      {
+          {"raw_seq_setnx", seq, kSeqChunk, [&](const auto& ids) { raw_seq(*raw, ids); }},
+          {"idem_seq_naive (2 RTT)", seq, kSeqChunk, [&](const auto& ids) { idem_naive(*store, ids); }},
+          {"idem_seq_overlap (1 RTT)", seq, kSeqChunk, [&](const auto& ids) { idem_overlap(*store, ids); }},
+          {"raw_pipe_setnx", bat, kBatChunk, [&](const auto& ids) { raw_pipe(*raw, ids, b); }},
+          {"idem_batch", bat, kBatChunk, [&](const auto& ids) { idem_batch(*store, ids, b); }},
+      },
+      cfg.repeat, flush);
+  print("single node", single);
+  std::printf("\n");
+  check("idem_batch / raw_pipe_setnx", single[4].rate / single[3].rate, 0.5);
+  check("idem_seq_overlap / raw_seq_setnx", single[2].rate / single[0].rate, 0.8);
+  std::printf("%-62s %6.2f  (the two-round-trip path, for reference)\n", "idem_seq_naive / raw_seq_setnx",
+              single[1].rate / single[0].rate);
+
+  if (cfg.cluster) {
+    const auto co = options_of(cfg.cluster_uri);
+    auto cstore = store_of(co);
+    auto cflush = [&] {
+      for (const auto& e : co.endpoints) {
+        idem::redis::Options one = co;
+        one.endpoints = {e};
+        auto c = raw_connection(one);
+        auto r = c->call({"FLUSHALL"});
+        if (!r.ok()) die("FLUSHALL failed");
+      }
+    };
+    const auto both = measure(
+        {
+            {"single: idem_seq_overlap", seq, kSeqChunk, [&](const auto& ids) { idem_overlap(*store, ids); }},
+            {"cluster: idem_seq_overlap", seq, kSeqChunk, [&](const auto& ids) { idem_overlap(*cstore, ids); }},
+            {"single: idem_batch", bat, kBatChunk, [&](const auto& ids) { idem_batch(*store, ids, b); }},
+            {"cluster: idem_batch", bat, kBatChunk, [&](const auto& ids) { idem_batch(*cstore, ids, b); }},
+        },
+        cfg.repeat, [&] {
+          flush();
+          cflush();
+        });
+    print("single node vs 3-master cluster (same total load)", both);
+    std::printf("\n");
+    check("cluster/single idem_seq_overlap (cost <= 20%: >= 0.80)", both[1].rate / both[0].rate, 0.8);
+    check("cluster/single idem_batch (cost <= 20%: >= 0.80)", both[3].rate / both[2].rate, 0.8);
+  }
+  return 0;
+}

@@ -1,0 +1,116 @@
+// bloom: — Bloom-filter dedup with libbloom (idem::bloom), in two roles.
+//
+// 1. Standalone, probabilistic (URI bloom:[SNAPSHOT]?capacity=N&fp=F&window=W):
+//    committed ids go into time-windowed generations of Bloom filters. The window is
+//    split into `generations` slices; inserts go to the newest filter; a lookup checks
+//    every live filter; a filter is dropped once its newest id is older than the
+//    window. A filter also closes early when it holds capacity/generations ids, and at
+//    most generations+1 filters exist, so memory is fixed: an id is remembered for the
+//    window, or — if more than `capacity` ids arrive within one window — until
+//    `capacity` newer ids have been committed after it.
+//    The price: claim may answer kCompleted for an id never committed (a false
+//    positive: the message would be dropped as a duplicate) with probability about
+//    `fp` when the window holds `capacity` ids. capabilities().probabilistic is true
+//    and the consumer refuses this store under effectively_once / manual unless
+//    ConsumerOptions::allow_probabilistic_store is set.
+//    Only membership is remembered for committed ids: no stored result, no payload
+//    fingerprint (no kConflict after commit), no dead-letter mark, and a commit's ttl
+//    is replaced by the window. Leases and retry counts are exact and kept in memory
+//    (not durable). A snapshot file (optional) keeps the filters across restarts.
+//
+// 2. Front filter of a durable store (bloom+rocksdb:PATH?capacity=…, bloom+sqlite:…):
+//    the filter holds every id the durable store has a record of (commits and retry
+//    counts are added to it before they are written). A negative answer — "certainly
+//    absent" — lets the durable store take the lease without reading; a positive
+//    answer always goes to the durable store, so a false positive costs one read and
+//    never drops a message. The filter warms from the durable store when it opens
+//    (rocksdb: a scan of its records). A generation is dropped when every record in it
+//    has expired in the durable store; if the filter is overloaded it stops vouching
+//    for absence until the records it had to drop early have expired. Not
+//    probabilistic: answers are the durable store's.
+//
+// Thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "idem/store.hpp"
+#include "idem/store_uri.hpp"
+
+namespace idem::bloom {
+
+struct Options {
+  // Distinct ids per window at which the false-positive rate holds. REQUIRES: > 0.
+  std::uint64_t capacity = 1'000'000;
+  // Target false-positive rate with `capacity` ids in the window. REQUIRES: 0 < fp < 1.
+  // Default 0.001 (0.1%).
+  double fp = 0.001;
+  // How long a committed id is remembered, in ms. REQUIRES: > 0. Default 24 h.
+  Duration window{24LL * 3600 * 1000};
+  // Slices of the window, each its own filter (generations + 1 filters at most).
+  // REQUIRES: 1..64. Default 4.
+  std::uint32_t generations = 4;
+  // Snapshot file ("" (default): none). Read at open if it exists, written on
+  // snapshot() and when the store is destroyed; replaced atomically (write + fsync +
+  // rename). Standalone only.
+  std::string snapshot_path{};
+};
+
+// Opens a standalone store. Errors: kInvalidArgument naming the option that cannot be
+// met (zero capacity, fp outside (0,1), window <= 0, generations outside 1..64, or a
+// filter larger than libbloom can address); kDataLoss for a snapshot that is
+// truncated, corrupt or not an idem bloom snapshot; kFailedPrecondition for a snapshot
+// written with other options; kUnavailable if it cannot be read. The snapshot file is
+// never modified by a failed open.
+StatusOr<std::shared_ptr<Store>> open(const Options& options);
+
+// From a URI: bloom:[SNAPSHOT]?capacity=N&fp=F&window=W&generations=N, W a number
+// with a unit: ms, s, m, h or d (e.g. 24h); a bare number is ms.
+StatusOr<std::shared_ptr<Store>> open(const StoreUri& uri);
+
+// Writes the snapshot now. Returns kFailedPrecondition without a snapshot_path,
+// kUnavailable if the file cannot be written (the previous one is then intact).
+Status snapshot(Store& store);
+
+// What a durable store offers its front filter. Every member may be empty.
+struct DurableHooks {
+  // Takes the lease like Store::claim, given that the id has no record: no read.
+  // Empty: the filter cannot save reads.
+  std::function<StatusOr<ClaimResult>(const ClaimRequest&)> claim_absent;
+  // Calls visit(id, expires_at) for every record the durable store holds. Empty: the
+  // filter cannot warm, so it never vouches for absence (every claim reads).
+  std::function<Status(const std::function<void(std::string_view, TimePoint)>&)> for_each_record;
+  // Store::begin with a callback run inside commit() before the write, so that the
+  // filter learns the id while the transaction stays the backend's own (its typed
+  // accessors, e.g. idem::rocksdb::batch(ctx), keep working). Empty while
+  // claim_absent is set: transactions are wrapped and typed accessors see none.
+  std::function<StatusOr<std::unique_ptr<StoreTransaction>>(TimePoint, std::function<void(const CommitRequest&)>)>
+      begin_observed;
+};
+
+// Puts a filter (options.snapshot_path must be empty) in front of `durable`.
+StatusOr<std::shared_ptr<Store>> open_front(std::shared_ptr<Store> durable, const Options& options, DurableHooks hooks);
+
+struct Stats {
+  std::size_t filters = 0;           // filters allocated now
+  std::size_t filter_bytes = 0;      // their bit arrays, in bytes
+  double bits_per_id = 0;            // filter bits per id at capacity (all filters)
+  std::uint64_t ids = 0;             // ids added to the live filters
+  std::uint64_t early_drops = 0;     // filters dropped before their time (overload)
+  std::uint64_t skipped_reads = 0;   // front: claims answered without a durable read
+  std::uint64_t durable_claims = 0;  // front: claims passed to the durable store
+  bool vouching = false;             // front: negatives skip reads (at the latest `now` seen)
+};
+
+// Statistics of a store from open() or open_front(); kInvalidArgument for others.
+StatusOr<Stats> stats(Store& store);
+
+// The URI parameters the filter reads (capacity, fp, window, generations).
+Status parse_filter_params(const StoreUri& uri, Options& options);
+
+}  // namespace idem::bloom

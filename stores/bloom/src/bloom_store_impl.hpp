@@ -1,0 +1,93 @@
+// The standalone Bloom store and the front filter, shared by the source files.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <limits>
+#include <mutex>
+
+#include "generations.hpp"
+#include "idem/bloom_store.hpp"
+#include "leases.hpp"
+
+namespace idem::bloom::detail {
+
+inline constexpr std::size_t kStripes = 64;
+
+class BloomStore final : public Store {
+ public:
+  explicit BloomStore(const Options& o) : options_(o), filter_(o, DropRule::kWindow), stripes_(kStripes) {}
+  ~BloomStore() override;
+
+  StoreCapabilities capabilities() const override;
+  StatusOr<ClaimResult> claim(const ClaimRequest& request) override;
+  Status commit(const CommitRequest& request) override;
+  StatusOr<std::uint32_t> release(const ReleaseRequest& request) override;
+  Status extend(const ExtendRequest& request) override;
+  StatusOr<std::optional<RecordInfo>> inspect(std::string_view id, TimePoint now) override;
+  StatusOr<std::size_t> purge_expired(TimePoint now, std::size_t max_records) override;
+
+  Status restore_snapshot();
+  void forget_snapshot_path() { options_.snapshot_path.clear(); }
+  Status write_snapshot();
+  Stats stats();
+
+ private:
+  bool contains(std::string_view id, std::int64_t now) {
+    std::lock_guard lock(filter_mu_);
+    return filter_.maybe_contains(id, now);
+  }
+
+  Options options_;
+  std::atomic<std::size_t> purge_cursor_{0};  // the stripe purge_expired starts at
+  std::mutex filter_mu_;                      // after a stripe's mutex, never before
+  Generations filter_;
+  Stripes stripes_;
+};
+
+class FrontStore final : public Store {
+ public:
+  FrontStore(std::shared_ptr<Store> durable, const Options& o, DurableHooks hooks)
+      : durable_(std::move(durable)), hooks_(std::move(hooks)), filter_(o, DropRule::kAllExpired) {}
+
+  // Fills the filter from the durable store. Without the hook the filter never vouches.
+  Status warm();
+
+  StoreCapabilities capabilities() const override { return durable_->capabilities(); }
+  StatusOr<ClaimResult> claim(const ClaimRequest& request) override;
+  Status commit(const CommitRequest& request) override;
+  StatusOr<std::uint32_t> release(const ReleaseRequest& request) override;
+  Status extend(const ExtendRequest& request) override { return durable_->extend(request); }
+  StatusOr<std::optional<RecordInfo>> inspect(std::string_view id, TimePoint now) override {
+    return durable_->inspect(id, now);
+  }
+  std::vector<StatusOr<ClaimResult>> claim_batch(std::span<const ClaimRequest> requests) override;
+  std::vector<Status> commit_batch(std::span<const CommitRequest> requests) override;
+  StatusOr<std::unique_ptr<StoreTransaction>> begin(TimePoint now) override;
+  StatusOr<std::size_t> purge_expired(TimePoint now, std::size_t max_records) override {
+    return durable_->purge_expired(now, max_records);
+  }
+
+  // Adds id before its record is written (so a negative never hides a record).
+  void note(std::string_view id, std::int64_t now_ms, std::int64_t expires_ms) {
+    std::lock_guard lock(mu_);
+    last_now_ms_ = std::max(last_now_ms_, now_ms);
+    filter_.add(id, now_ms, expires_ms);
+  }
+  Stats stats();
+
+ private:
+  // True if the filter proves id has no record in the durable store.
+  bool certainly_absent(std::string_view id, std::int64_t now_ms);
+
+  std::shared_ptr<Store> durable_;
+  DurableHooks hooks_;
+  std::mutex mu_;
+  Generations filter_;
+  bool warmed_ = false;
+  std::int64_t last_now_ms_ = std::numeric_limits<std::int64_t>::min();  // largest now seen
+  std::atomic<std::uint64_t> skipped_{0};
+  std::atomic<std::uint64_t> passed_{0};
+};
+
+}  // namespace idem::bloom::detail

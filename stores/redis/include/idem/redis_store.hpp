@@ -1,0 +1,115 @@
+// redis://… — the shared store (idem::redis): one dedup state for many consumer
+// processes on many machines, on a standalone Redis server or a Redis Cluster.
+//
+// Atomicity: every state change is one atomic server-side step: a Lua script (commit,
+// release, extend, and claim of an id whose key exists) or, for the claim of an id
+// whose key is absent, a plain SET NX PX of the value the script would write. Scripts
+// are loaded once (SCRIPT LOAD, then EVALSHA, falling back to EVAL on NOSCRIPT). Ids,
+// owners and results are passed as binary-safe arguments, never spliced into command
+// text or scripts.
+//
+// Key layout (docs/stores.md): one string per message id at
+//   <prefix>{<id>}  →  MessagePack [state, owner, lease_until_ms, expires_ms, retries,
+//                                   fingerprint|false, result|false]
+// The braces make the whole id the Redis Cluster hash tag, so every key a later
+// per-entity feature adds for the same tag lands in the same slot.
+//
+// Time: every deadline is computed from the caller's `now` and stored in the hash;
+// the scripts decide liveness by comparing with the caller's `now`, so expiry follows
+// the injected clock exactly. The server's own expiry (PEXPIRE) is only a safety net
+// that frees memory: it is set to the remaining time of the latest deadline plus
+// Options::expiry_slack.
+//
+// Threads: thread-safe. Each call borrows a connection from a per-node pool (creating
+// one when none is idle) and returns it afterwards, so concurrent calls never share a
+// connection. Failures of the environment (server down or slow, connection lost,
+// cluster down) are kUnavailable: the engine answers `retry` (fail-closed).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "idem/store.hpp"
+#include "idem/store_uri.hpp"
+
+namespace idem::redis {
+
+struct Endpoint {
+  std::string host;        // name or address, e.g. "127.0.0.1"
+  std::uint16_t port = 0;  // REQUIRES: > 0
+};
+
+struct Options {
+  // Standalone: the server. Cluster: seed nodes (any reachable one is enough).
+  // REQUIRES: non-empty.
+  std::vector<Endpoint> endpoints;
+  bool cluster = false;  // talk Redis Cluster (slot routing, redirections); default off
+  std::string user;      // ACL user for AUTH; empty (default): password-only AUTH
+  std::string password;  // empty (default): no AUTH
+  int db = 0;            // SELECT this database (standalone only; cluster: must be 0)
+  // Prepended to every key. Must not contain '{' or '}' (the hash-tag braces).
+  // Default "idem:".
+  std::string prefix = "idem:";
+  Duration connect_timeout{1000};  // ms to establish a connection; default 1 s
+  Duration command_timeout{1000};  // ms to wait for a reply; default 1 s
+  // After a failed connect to a node, no new connect to it is tried for a backoff that
+  // starts at reconnect_min and doubles up to reconnect_max; calls meanwhile return
+  // kUnavailable at once. Defaults 50 ms and 2 s.
+  Duration reconnect_min{50};
+  Duration reconnect_max{2000};
+  std::size_t pool_max_idle = 16;  // idle connections kept per node; default 16
+  // Added to the server-side expiry of every key (see "Time" above). Default 60 s.
+  Duration expiry_slack{60'000};
+  // Opt-in synchronous replication: after commits, WAIT for this many replicas to
+  // acknowledge, up to wait_timeout. 0 (default): do not wait. A commit that fewer
+  // replicas acknowledged in time returns kUnavailable (it did land on the master; a
+  // redelivery is then answered as a duplicate unless a failover lost it).
+  int wait_replicas = 0;
+  Duration wait_timeout{100};  // ms for WAIT; default 100; REQUIRES: > 0 if wait_replicas
+  // Cluster: how often a command is retried after TRYAGAIN, CLUSTERDOWN or a node
+  // that cannot be reached (with a slot-map refresh in between), and the pause before
+  // each retry. Then kUnavailable. Defaults 5 and 100 ms.
+  int cluster_retries = 5;
+  Duration cluster_retry_delay{100};
+  int max_redirects = 5;  // MOVED/ASK redirections followed per command; default 5
+};
+
+// A pair of calls sent in one round trip: see RedisStore::commit_then_claim.
+struct CommitThenClaimResult {
+  Status commit;
+  StatusOr<ClaimResult> claim;
+};
+
+class RedisStore : public Store {
+ public:
+  // Commits one message and claims the next in one round trip (the commit script and
+  // the claim's SET NX sent together; a second round trip only when q's key exists):
+  // the per-message path of a sequential consumer pays one round trip per message
+  // instead of two. The answers are those of commit(c) followed by claim(q).
+  virtual CommitThenClaimResult commit_then_claim(const CommitRequest& c, const ClaimRequest& q) = 0;
+
+  // Returns the key that holds id's record (for tools and tests).
+  virtual std::string key_of(std::string_view id) const = 0;
+};
+
+// Connects (and authenticates, selects, loads the scripts, and for a cluster reads
+// the slot map). Errors: kInvalidArgument (bad options, wrong password or user),
+// kUnavailable (no server reachable).
+StatusOr<std::shared_ptr<RedisStore>> open(const Options& options);
+
+// From a URI:
+//   redis://[user:password@]HOST:PORT[,HOST:PORT…][/DB]?prefix=…&cluster=0|1
+//       &connect_timeout_ms=N&command_timeout_ms=N&wait_replicas=N&wait_timeout_ms=N
+//       &pool_max_idle=N&expiry_slack_ms=N
+// (user, password and prefix percent-encoded). Returns kInvalidArgument naming what
+// is wrong with the URI.
+StatusOr<std::shared_ptr<Store>> open(const StoreUri& uri);
+
+// Parses a URI into Options without connecting.
+StatusOr<Options> parse_uri(const StoreUri& uri);
+
+}  // namespace idem::redis

@@ -1,0 +1,228 @@
+#include "connection.hpp"
+
+#include <hiredis/hiredis.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+
+#include "scripts.hpp"
+
+namespace idem::redis::detail {
+namespace {
+
+timeval to_timeval(Duration d) {
+  timeval tv{};
+  tv.tv_sec = static_cast<time_t>(d.count() / 1000);
+  tv.tv_usec = static_cast<suseconds_t>((d.count() % 1000) * 1000);
+  return tv;
+}
+
+Reply convert(const redisReply* r) {
+  Reply out;
+  switch (r->type) {
+    case REDIS_REPLY_STRING: out.type = Reply::Type::kString; out.str.assign(r->str, r->len); break;
+    case REDIS_REPLY_STATUS: out.type = Reply::Type::kStatus; out.str.assign(r->str, r->len); break;
+    case REDIS_REPLY_ERROR: out.type = Reply::Type::kError; out.str.assign(r->str, r->len); break;
+    case REDIS_REPLY_INTEGER: out.type = Reply::Type::kInteger; out.integer = r->integer; break;
+    case REDIS_REPLY_ARRAY:
+      out.type = Reply::Type::kArray;
+      out.elements.reserve(r->elements);
+      for (std::size_t i = 0; i < r->elements; ++i) out.elements.push_back(convert(r->element[i]));
+      break;
+    default: out.type = Reply::Type::kNil; break;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string to_string(const Endpoint& e) { return e.host + ":" + std::to_string(e.port); }
+
+StatusOr<std::unique_ptr<Connection>> Connection::open(const Endpoint& at, const ConnectOptions& o) {
+  redisContext* c = redisConnectWithTimeout(at.host.c_str(), at.port, to_timeval(o.connect_timeout));
+  if (c == nullptr) return unavailable("redis: cannot allocate a connection to " + to_string(at));
+  if (c->err != 0) {
+    std::string why = c->errstr;
+    redisFree(c);
+    return unavailable("redis: cannot connect to " + to_string(at) + ": " + why);
+  }
+  redisSetTimeout(c, to_timeval(o.command_timeout));
+  redisEnableKeepAlive(c);
+  std::unique_ptr<Connection> conn(new Connection(c, at));
+  if (!o.password.empty()) {
+    std::vector<std::string> auth = {"AUTH"};
+    if (!o.user.empty()) auth.push_back(o.user);
+    auth.push_back(o.password);
+    auto r = conn->call(auth);
+    if (!r.ok()) return r.status();
+    if (r->is_error()) return invalid_argument("redis: authentication at " + to_string(at) + " failed: " + r->str);
+  }
+  if (o.db != 0) {
+    auto r = conn->call({"SELECT", std::to_string(o.db)});
+    if (!r.ok()) return r.status();
+    if (r->is_error()) return invalid_argument("redis: SELECT " + std::to_string(o.db) + " at " + to_string(at) + " failed: " + r->str);
+  }
+  return conn;
+}
+
+Connection::~Connection() { redisFree(c_); }
+
+void Connection::append(const std::vector<std::string>& argv) {
+  std::vector<const char*> ptrs;
+  std::vector<std::size_t> lens;
+  ptrs.reserve(argv.size());
+  lens.reserve(argv.size());
+  for (const auto& a : argv) {
+    ptrs.push_back(a.data());
+    lens.push_back(a.size());
+  }
+  if (redisAppendCommandArgv(c_, static_cast<int>(argv.size()), ptrs.data(), lens.data()) != REDIS_OK) broken_ = true;
+}
+
+StatusOr<Reply> Connection::read() {
+  if (broken_) return unavailable("redis: connection to " + to_string(at_) + " is broken");
+  void* raw = nullptr;
+  if (redisGetReply(c_, &raw) != REDIS_OK || raw == nullptr) {
+    broken_ = true;
+    const bool timeout = c_->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK);
+    return unavailable("redis: " + to_string(at_) + ": " + (timeout ? std::string("no reply within the command timeout") : std::string(c_->errstr)));
+  }
+  auto* r = static_cast<redisReply*>(raw);
+  Reply out = convert(r);
+  freeReplyObject(r);
+  return out;
+}
+
+void Connection::flush() {
+  if (broken_) return;
+  int done = 0;
+  while (done == 0) {
+    if (redisBufferWrite(c_, &done) != REDIS_OK) {
+      broken_ = true;
+      return;
+    }
+  }
+}
+
+StatusOr<Reply> Connection::call(const std::vector<std::string>& argv) {
+  append(argv);
+  return read();
+}
+
+bool Connection::looks_alive() const {
+  if (broken_ || c_->fd < 0) return false;
+  char b;
+  const ssize_t n = ::recv(c_->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+  return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+}
+
+std::vector<std::string> argv_of(const Command& cmd, bool eval) {
+  if (cmd.script == nullptr) return cmd.args;
+  std::vector<std::string> argv;
+  argv.reserve(3 + cmd.keys.size() + cmd.args.size());
+  const bool use_eval = eval || cmd.script->sha.empty();
+  argv.emplace_back(use_eval ? "EVAL" : "EVALSHA");
+  argv.push_back(use_eval ? cmd.script->body : cmd.script->sha);
+  argv.push_back(std::to_string(cmd.keys.size()));
+  argv.insert(argv.end(), cmd.keys.begin(), cmd.keys.end());
+  argv.insert(argv.end(), cmd.args.begin(), cmd.args.end());
+  return argv;
+}
+
+void queue_pipeline(Connection& conn, std::span<const Command* const> cmds, std::span<const bool> asking,
+                    int wait_replicas, Duration wait_timeout) {
+  for (std::size_t i = 0; i < cmds.size(); ++i) {
+    if (asking[i]) conn.append({"ASKING"});
+    conn.append(argv_of(*cmds[i], false));
+  }
+  if (wait_replicas > 0) conn.append({"WAIT", std::to_string(wait_replicas), std::to_string(wait_timeout.count())});
+}
+
+std::vector<StatusOr<Reply>> collect_pipeline(Connection& conn, std::span<const Command* const> cmds,
+                                              std::span<const bool> asking, int wait_replicas,
+                                              Duration wait_timeout) {
+  const Status lost = unavailable("redis: connection to " + to_string(conn.endpoint()) + " lost before the reply");
+  std::vector<StatusOr<Reply>> out(cmds.size(), StatusOr<Reply>(lost));
+  std::vector<std::size_t> todo(cmds.size());
+  for (std::size_t i = 0; i < cmds.size(); ++i) todo[i] = i;
+  // Round 0 reads what queue_pipeline sent (EVALSHA); round 1 sends again, as EVAL,
+  // the scripts this node did not know (NOSCRIPT).
+  for (int round = 0; round < 2 && !todo.empty(); ++round) {
+    if (round == 1) {
+      for (std::size_t i : todo) {
+        if (asking[i]) conn.append({"ASKING"});
+        conn.append(argv_of(*cmds[i], true));
+      }
+      if (wait_replicas > 0)
+        conn.append({"WAIT", std::to_string(wait_replicas), std::to_string(wait_timeout.count())});
+    }
+    std::vector<std::size_t> again;
+    for (std::size_t i : todo) {
+      if (asking[i]) {
+        auto a = conn.read();
+        if (!a.ok()) return out;  // the rest stay `lost`
+      }
+      auto r = conn.read();
+      if (!r.ok()) return out;
+      if (round == 0 && r->error_is("NOSCRIPT")) again.push_back(i);
+      out[i] = std::move(r);
+    }
+    if (wait_replicas > 0) {
+      auto w = conn.read();
+      if (!w.ok()) {
+        for (std::size_t i : todo) out[i] = w.status();
+        return out;
+      }
+      const int acked = w->type == Reply::Type::kInteger ? static_cast<int>(w->integer) : 0;
+      for (std::size_t i : todo)
+        if (out[i].ok()) out[i]->replicas_acked = acked;
+    }
+    todo = std::move(again);
+  }
+  return out;
+}
+
+std::vector<StatusOr<Reply>> send_pipeline(Connection& conn, std::span<const Command* const> cmds,
+                                           std::span<const bool> asking, int wait_replicas,
+                                           Duration wait_timeout) {
+  queue_pipeline(conn, cmds, asking, wait_replicas, wait_timeout);
+  return collect_pipeline(conn, cmds, asking, wait_replicas, wait_timeout);
+}
+
+NodePool::NodePool(Endpoint at, ConnectOptions o, const Options& so)
+    : at_(std::move(at)),
+      o_(std::move(o)),
+      backoff_min_(so.reconnect_min),
+      backoff_max_(so.reconnect_max),
+      max_idle_(so.pool_max_idle) {}
+
+StatusOr<std::unique_ptr<Connection>> NodePool::borrow() {
+  {
+    std::lock_guard lock(mu_);
+    while (!idle_.empty()) {
+      std::unique_ptr<Connection> c = std::move(idle_.back());
+      idle_.pop_back();
+      if (c->looks_alive()) return c;
+    }
+    if (backoff_.count() > 0 && SteadyClock::now() < retry_after_)
+      return unavailable("redis: " + to_string(at_) + " is in reconnect backoff after: " + last_error_);
+  }
+  auto c = Connection::open(at_, o_);
+  std::lock_guard lock(mu_);
+  if (!c.ok()) {
+    backoff_ = backoff_.count() == 0 ? backoff_min_ : std::min(backoff_ * 2, backoff_max_);
+    retry_after_ = SteadyClock::now() + backoff_;
+    last_error_ = c.status().message();
+    return c.status();
+  }
+  backoff_ = Duration{0};
+  return c;
+}
+
+void NodePool::give_back(std::unique_ptr<Connection> conn) {
+  if (!conn || conn->broken()) return;
+  std::lock_guard lock(mu_);
+  if (idle_.size() < max_idle_) idle_.push_back(std::move(conn));
+}
+
+}  // namespace idem::redis::detail

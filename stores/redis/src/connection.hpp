@@ -1,0 +1,111 @@
+// One hiredis connection, and the pool of connections to one node.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "command.hpp"
+#include "idem/redis_store.hpp"
+#include "reply.hpp"
+
+struct redisContext;
+
+namespace idem::redis::detail {
+
+// What every connection to every node is opened with.
+struct ConnectOptions {
+  Duration connect_timeout{1000};
+  Duration command_timeout{1000};
+  std::string user;
+  std::string password;
+  int db = 0;
+};
+
+// Renders "host:port".
+std::string to_string(const Endpoint& e);
+
+// A connected, authenticated connection. Not thread-safe: one user at a time.
+class Connection {
+ public:
+  // Connects, AUTHs and SELECTs. Errors: kUnavailable (cannot connect, timeout),
+  // kInvalidArgument (AUTH or SELECT refused).
+  static StatusOr<std::unique_ptr<Connection>> open(const Endpoint& at, const ConnectOptions& o);
+  ~Connection();
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  // Queues one command in the output buffer (sent by the next read()).
+  void append(const std::vector<std::string>& argv);
+  // Flushes what is queued and reads one reply. kUnavailable on I/O errors or timeout;
+  // the connection is then broken() and must be dropped.
+  StatusOr<Reply> read();
+  // Sends everything queued without reading (so that several connections can be
+  // flushed before any is read). A failure breaks the connection.
+  void flush();
+  // One command, one reply.
+  StatusOr<Reply> call(const std::vector<std::string>& argv);
+
+  bool broken() const { return broken_; }
+  // False iff the server closed the connection while it sat idle (checked without
+  // blocking).
+  bool looks_alive() const;
+  const Endpoint& endpoint() const { return at_; }
+
+ private:
+  Connection(redisContext* c, Endpoint at) : c_(c), at_(std::move(at)) {}
+  redisContext* c_;
+  Endpoint at_;
+  bool broken_ = false;
+};
+
+// The argv of a command: EVALSHA (or EVAL when eval is true) for a script call.
+std::vector<std::string> argv_of(const Command& cmd, bool eval);
+
+// The two halves of send_pipeline, for sending to several nodes before reading any:
+// queue_pipeline appends, collect_pipeline reads (and re-sends after NOSCRIPT).
+void queue_pipeline(Connection& conn, std::span<const Command* const> cmds, std::span<const bool> asking,
+                    int wait_replicas, Duration wait_timeout);
+std::vector<StatusOr<Reply>> collect_pipeline(Connection& conn, std::span<const Command* const> cmds,
+                                              std::span<const bool> asking, int wait_replicas,
+                                              Duration wait_timeout);
+
+// Sends `cmds` on `conn` in one write (each preceded by ASKING when asking[i]) and
+// then WAIT wait_replicas wait_timeout when wait_replicas > 0, and reads every reply
+// in order. A script that the node does not know (NOSCRIPT) is sent again as EVAL on
+// the same connection. On an I/O error the replies not read yet are kUnavailable and
+// the connection is broken. With WAIT, each reply's replicas_acked is set.
+std::vector<StatusOr<Reply>> send_pipeline(Connection& conn, std::span<const Command* const> cmds,
+                                           std::span<const bool> asking, int wait_replicas,
+                                           Duration wait_timeout);
+
+// The connections to one node. Thread-safe.
+class NodePool {
+ public:
+  NodePool(Endpoint at, ConnectOptions o, const Options& store_options);
+
+  // An idle connection that still looks alive, or a new one. While a reconnect
+  // backoff runs after a failed connect, returns kUnavailable without trying.
+  StatusOr<std::unique_ptr<Connection>> borrow();
+  // Keeps conn for reuse unless it is broken or enough are idle.
+  void give_back(std::unique_ptr<Connection> conn);
+  const Endpoint& endpoint() const { return at_; }
+
+ private:
+  using SteadyClock = std::chrono::steady_clock;
+  const Endpoint at_;
+  const ConnectOptions o_;
+  const Duration backoff_min_;
+  const Duration backoff_max_;
+  const std::size_t max_idle_;
+  std::mutex mu_;
+  std::vector<std::unique_ptr<Connection>> idle_;
+  SteadyClock::time_point retry_after_{};
+  Duration backoff_{0};
+  std::string last_error_;
+};
+
+}  // namespace idem::redis::detail

@@ -1,0 +1,216 @@
+// The Lua scripts. Each runs atomically on the server. Conventions:
+//  - a record is one string key holding a MessagePack array
+//      [state, owner, lease_until, expires, retries, fingerprint|false, result|false]
+//    state: 'i' in progress, 'p' pending (retry count only), 'c' completed,
+//    'x' dead-lettered; expires is the record's expiry for c/x and the retry count's
+//    expiry for i/p; times are unix ms; the fingerprint is a decimal string; the
+//    client encodes the same format (record_codec.hpp) for fresh claims and commits;
+//  - times come from the caller's `now` (ARGV), never from the server clock; the key's
+//    PX is the latest deadline - now + slack, a safety net that frees memory;
+//  - a commit is SET PX GET (the old value is checked after the write, and put back,
+//    with its own expiry, if the commit must be rejected: nobody can observe the
+//    difference, the script is atomic); when the old value starts with the owner's
+//    lease prefix it is accepted without decoding;
+//  - every script returns an array whose first element is a code; -1 carries an error
+//    message (a key of the wrong type, a value that is not an idem record), so that a
+//    bad key fails its own call only, also inside the combined and batch scripts.
+#include "scripts.hpp"
+
+namespace idem::redis::detail {
+namespace {
+
+const char* const kPrelude = R"lua(
+local pack, unpack_mp = cmsgpack.pack, cmsgpack.unpack
+
+local function enc(s, o, l, e, n, f, r) return pack({s, o, l, e, n, f, r}) end
+
+-- The record in value v, or nil and an error message.
+local function decode(v)
+  local ok, t = pcall(unpack_mp, v)
+  if not ok or type(t) ~= 'table' or type(t[1]) ~= 'string' or type(t[2]) ~= 'string' or
+     type(t[3]) ~= 'number' or type(t[4]) ~= 'number' or type(t[5]) ~= 'number' then
+    return nil, 'IDEMCORRUPT the value at this key is not an idem record'
+  end
+  local s = t[1]
+  if s ~= 'i' and s ~= 'p' and s ~= 'c' and s ~= 'x' then
+    return nil, 'IDEMCORRUPT unknown record state "' .. s .. '"'
+  end
+  return {s = s, o = t[2], l = t[3], e = t[4], n = t[5], f = t[6], res = t[7]}
+end
+
+-- r if it is live at now (with flags done / leased and an expired retry count
+-- zeroed), else nil.
+local function live(r, now)
+  if r.s == 'c' or r.s == 'x' then
+    if r.e > now then r.done = true return r end
+    return nil
+  end
+  if not (r.n > 0 and r.e > now) then r.n = 0 end
+  r.leased = r.s == 'i' and r.l > now
+  if r.leased or r.n > 0 then return r end
+  return nil
+end
+
+-- The live record at k, or nil; or nil and an error message.
+local function load(k, now)
+  local v = redis.pcall('GET', k)
+  if type(v) == 'table' and v.err then return nil, v.err end
+  if not v then return nil end
+  local r, err = decode(v)
+  if not r then return nil, err end
+  return live(r, now)
+end
+
+local function deadline(r)
+  if r.s == 'i' then return math.max(r.l, r.e) end
+  return r.e
+end
+
+local function put(k, now, slack, value, until_ms)
+  redis.call('SET', k, value, 'PX', math.max(until_ms - now, 1) + slack)
+end
+
+-- {0, retries} granted | {1, dead, has_result, result} | {2, owner, lease_left} | {3}
+local function claim(k, now, owner, lease, fp, slack)
+  local l = now + lease
+  local f = fp ~= '' and fp or false
+  local set = redis.pcall('SET', k, enc('i', owner, l, 0, 0, f, false), 'NX', 'PX', lease + slack)
+  if type(set) == 'table' then
+    if set.err then return {-1, set.err} end
+    return {0, 0}
+  end
+  local r, err = load(k, now)
+  if err then return {-1, err} end
+  if r and (r.leased or r.done) then
+    if r.f and f and r.f ~= f then return {3} end
+    if r.leased then return {2, r.o, r.l - now} end
+    return {1, r.s == 'x' and 1 or 0, r.res and 1 or 0, r.res or ''}
+  end
+  local n, e = 0, 0
+  if r then n, e = r.n, r.e end
+  put(k, now, slack, enc('i', owner, l, e, n, f, false), math.max(l, e))
+  return {0, n}
+end
+
+-- {0} committed | {1} already completed | {2, owner} another owner holds the lease.
+-- value: the committed record (encoded by the client); prefix: the first bytes of an
+-- in-progress record of this owner (then the commit is accepted without decoding).
+local function commit(k, now, owner, value, prefix, px, slack)
+  local old = redis.pcall('SET', k, value, 'PX', px, 'GET')
+  if type(old) == 'table' and old.err then return {-1, old.err} end
+  if not old or string.sub(old, 1, #prefix) == prefix then return {0} end
+  local r, err = decode(old)
+  if not r then
+    redis.call('SET', k, old)  -- not ours: put it back as it was
+    return {-1, err}
+  end
+  local reject
+  if live(r, now) then
+    if r.done then reject = {1} elseif r.leased and r.o ~= owner then reject = {2, r.o} end
+  end
+  if reject then put(k, now, slack, old, deadline(r)) end
+  return reject or {0}
+end
+)lua";
+
+std::string with_prelude(const char* body) { return std::string(kPrelude) + body; }
+
+}  // namespace
+
+// KEYS[1] record; ARGV now, owner, lease_ms, fingerprint ('' none), slack_ms.
+Script claim_script() {
+  return {"claim", with_prelude(R"lua(
+return claim(KEYS[1], tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5]))
+)lua"), {}};
+}
+
+// KEYS[1] record; ARGV now, owner, value, prefix, px_ms, slack_ms.
+Script commit_script() {
+  return {"commit", with_prelude(R"lua(
+return commit(KEYS[1], tonumber(ARGV[1]), ARGV[2], ARGV[3], ARGV[4], ARGV[5], tonumber(ARGV[6]))
+)lua"), {}};
+}
+
+// KEYS[1] record; ARGV now, owner, count_retry ('1'/'0'), retry_ttl_ms, slack_ms.
+// Returns {0, retries after the call}.
+Script release_script() {
+  return {"release", with_prelude(R"lua(
+local k, now, owner, count = KEYS[1], tonumber(ARGV[1]), ARGV[2], ARGV[3] == '1'
+local retry_ttl, slack = tonumber(ARGV[4]), tonumber(ARGV[5])
+local r, err = load(k, now)
+if err then return {-1, err} end
+if not r then
+  if not count then return {0, 0} end
+  local e = now + retry_ttl
+  put(k, now, slack, enc('p', '', 0, e, 1, false, false), e)
+  return {0, 1}
+end
+if r.done then return {0, 0} end
+if r.leased and r.o ~= owner then return {0, r.n} end
+local n, e = r.n, r.e
+if count then n, e = n + 1, now + retry_ttl end
+if n == 0 then
+  redis.call('DEL', k)
+  return {0, 0}
+end
+put(k, now, slack, enc('p', '', 0, e, n, r.f or false, false), e)
+return {0, n}
+)lua"), {}};
+}
+
+// KEYS[1] record; ARGV now, owner, lease_ms, slack_ms.
+// Returns {0} extended | {1} not held by owner | {2} the lease expired.
+Script extend_script() {
+  return {"extend", with_prelude(R"lua(
+local k, now, owner, lease, slack = KEYS[1], tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+local r, err = load(k, now)
+if err then return {-1, err} end
+if not r or r.s ~= 'i' or r.o ~= owner then return {1} end
+if not r.leased then return {2} end
+local l = now + lease
+put(k, now, slack, enc('i', r.o, l, r.e, r.n, r.f or false, false), math.max(l, r.e))
+return {0}
+)lua"), {}};
+}
+
+// Batch forms for a standalone server (one script for many keys; not for a cluster,
+// whose scripts must keep to one slot). KEYS: the records; ARGV[1] slack_ms, then per
+// key: claim_many now, owner, lease_ms, fingerprint; commit_many now, owner, value,
+// prefix, px_ms. Returns one answer per key, in order, as
+// the single-key scripts would.
+Script claim_many_script() {
+  return {"claim_many", with_prelude(R"lua(
+local slack, out = tonumber(ARGV[1]), {}
+for i = 1, #KEYS do
+  local b = 1 + (i - 1) * 4
+  out[i] = claim(KEYS[i], tonumber(ARGV[b + 1]), ARGV[b + 2], tonumber(ARGV[b + 3]), ARGV[b + 4], slack)
+end
+return out
+)lua"), {}};
+}
+
+Script commit_many_script() {
+  return {"commit_many", with_prelude(R"lua(
+local slack, out = tonumber(ARGV[1]), {}
+for i = 1, #KEYS do
+  local b = 1 + (i - 1) * 5
+  out[i] = commit(KEYS[i], tonumber(ARGV[b + 1]), ARGV[b + 2], ARGV[b + 3], ARGV[b + 4], ARGV[b + 5], slack)
+end
+return out
+)lua"), {}};
+}
+
+// KEYS[1] record. Read-only. Returns {0} no key | {1, s, o, l, e, n, f|nil, r|nil}
+// (stored fields, liveness not applied) | {-1, error}.
+Script inspect_script() {
+  return {"inspect", with_prelude(R"lua(
+local v = redis.pcall('GET', KEYS[1])
+if type(v) == 'table' and v.err then return {-1, v.err} end
+if not v then return {0} end
+local r, err = decode(v)
+if not r then return {-1, err} end
+return {1, r.s, r.o, r.l, r.e, r.n, r.f, r.res}
+)lua"), {}};
+}
+
+}  // namespace idem::redis::detail

@@ -1,0 +1,120 @@
+// rocksdb:PATH — the embedded durable store for high message rates (idem::rocksdb).
+//
+// One RocksDB database (a directory). Key layout, one column family per kind of
+// record (docs/stores.md has the byte formats):
+//   idem_meta     "layout" → "idem.rocksdb/<kLayoutVersion>"
+//   idem_done     id → completed / dead-lettered record: expiry, fingerprint, result
+//   idem_retries  id → retry count and its expiry
+//   default and Options::user_column_families: the handler's own data (transactional
+//   mode); idem never reads or writes them itself.
+// Names starting with "idem_" are reserved for idem (later: entities, reorder buffer).
+//
+// Leases (in-progress claims) live in this process's memory, in lock stripes keyed by
+// the id's hash. RocksDB locks its directory to one process (the LOCK file), so no
+// other process can see or take a lease anyway; keeping them in memory saves a WAL
+// write per message, and a crash drops them with the process — what their expiry
+// would do, only sooner. A claim is a read of idem_done and idem_retries under the
+// id's stripe lock (so exactly one of many concurrent claimers wins); a commit is one
+// WriteBatch (the record, the cleared retry count and, in transactional mode, the
+// handler's writes), written under the same lock.
+//
+// Expiry: every record carries its expiry time. Reads treat an expired record as
+// absent. A compaction filter drops records that expired before the largest `now`
+// this handle has been given (never by the wall clock, so injected time stays
+// authoritative), so purge_expired() has nothing to do (capabilities().native_ttl).
+//
+// Thread-safe. Durable across a process crash (WAL on); with sync=false (default)
+// a power loss may lose the last commits, sync=true fsyncs the WAL per commit.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "idem/handler.hpp"
+#include "idem/store.hpp"
+#include "idem/store_uri.hpp"
+
+namespace idem::rocksdb {
+
+struct Options {
+  std::string path;  // the database directory; REQUIRES: non-empty; created if absent
+  // fsync the WAL on every commit. Default false: a process crash loses nothing that
+  // commit() acknowledged, a power loss or OS crash may lose the last commits.
+  bool sync = false;
+  std::size_t block_cache_mib = 64;  // shared LRU block cache in MiB; default 64
+  int bloom_bits_per_key = 10;       // SST Bloom filter bits per key; 0: none; default 10
+  std::size_t write_buffer_mib = 4;  // memtable size per column family in MiB; default 4
+  std::size_t lease_stripes = 64;    // lock stripes for leases; REQUIRES: > 0; default 64
+  // Column families the handler may write in transactional mode besides "default";
+  // created if absent. Names must not start with "idem_". Default: none.
+  std::vector<std::string> user_column_families{};
+  FaultHook fault_hook{};  // tests only: called at "rocksdb.commit.write" (see store.hpp)
+};
+
+// Opens (creating if needed) the store. Errors, each naming the path:
+// kInvalidArgument (bad options, or PATH is not a directory), kUnavailable (locked by
+// another process, or the directory cannot be created or written), kDataLoss (a
+// RocksDB database of another layout, or corrupt), kFailedPrecondition (written by a
+// newer layout version). A failed open changes nothing on disk.
+StatusOr<std::shared_ptr<Store>> open(const Options& options);
+
+// From a URI: rocksdb:PATH?sync=true|false&block_cache_mib=N&bloom_bits=N&
+// write_buffer_mib=N&stripes=N&cf=NAME[,NAME…]
+StatusOr<std::shared_ptr<Store>> open(const StoreUri& uri);
+
+// Writes the handler adds to the commit's WriteBatch in transactional mode. They land
+// in the same atomic write as the dedup record, or not at all. Not thread-safe; valid
+// only while the handler runs.
+class Batch {
+ public:
+  virtual ~Batch() = default;
+  // Adds key → value in column family `cf` ("default" or a user column family).
+  // Returns kInvalidArgument for an unknown or an idem_ column family.
+  virtual Status put(std::string_view cf, std::string_view key, std::string_view value) = 0;
+  // Adds a deletion of key in column family `cf`. Errors as put().
+  virtual Status del(std::string_view cf, std::string_view key) = 0;
+  // Reads key from the committed database (this batch's own writes are not visible).
+  // Returns nullopt if absent; errors as put() or kUnavailable.
+  virtual StatusOr<std::optional<std::string>> get(std::string_view cf, std::string_view key) const = 0;
+  // Number of puts and deletions added so far.
+  virtual std::size_t size() const = 0;
+};
+
+// The batch of the RocksDB transaction ctx runs in, or null if ctx carries none.
+Batch* batch(const HandlerContext& ctx);
+
+// --- for the Bloom front filter (bloom+rocksdb:) and operations -------------------
+// Each takes the Store that open() returned and answers kInvalidArgument for any other.
+
+// Takes the lease like Store::claim, given the caller knows that request.id has no
+// committed record and no retry count (a negative from a filter holding every id
+// this store has a record of): skips the reads. Leases are still checked.
+StatusOr<ClaimResult> claim_known_absent(Store& store, const ClaimRequest& request);
+
+// Calls visit(id, expires_at) for every record in idem_done and idem_retries,
+// expired ones included. Not a snapshot: concurrent writes may or may not be seen.
+Status for_each_record(Store& store, const std::function<void(std::string_view id, TimePoint expires_at)>& visit);
+
+// Store::begin, with before_commit(request) called inside commit() before anything
+// is checked or written (a front filter notes the id there).
+StatusOr<std::unique_ptr<StoreTransaction>> begin_observed(Store& store, TimePoint now,
+                                                           std::function<void(const CommitRequest&)> before_commit);
+
+struct CompactionReport {
+  std::uint64_t dropped = 0;  // expired records the compaction filter removed so far
+};
+
+// Lets the compaction filter drop records expired at `now`, compacts idem_done and
+// idem_retries fully, and reports. Ops and tests; not needed in normal operation.
+StatusOr<CompactionReport> compact(Store& store, TimePoint now);
+
+// The layout version this build writes.
+inline constexpr int kLayoutVersion = 1;
+
+}  // namespace idem::rocksdb

@@ -1,0 +1,186 @@
+// Opening a RocksDB store: option checks, layout checks, error mapping.
+#include <rocksdb/cache.h>
+#include <rocksdb/filter_policy.h>
+#include <rocksdb/options.h>
+#include <rocksdb/table.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+
+#include "rocksdb_store_impl.hpp"
+
+namespace idem::rocksdb {
+namespace {
+
+namespace fs = std::filesystem;
+using detail::kDoneCf;
+using detail::kMetaCf;
+using detail::kRetriesCf;
+
+constexpr std::size_t kMiB = 1024 * 1024;
+constexpr double kMemtableBloomRatio = 0.1;  // share of the memtable for its Bloom filter
+
+std::string quoted(const std::string& p) { return "\"" + p + "\""; }
+
+Status check_options(const Options& o) {
+  if (o.path.empty()) return invalid_argument("rocksdb: the path is empty");
+  if (o.lease_stripes == 0) return invalid_argument("rocksdb: lease_stripes must be > 0");
+  if (o.bloom_bits_per_key < 0) return invalid_argument("rocksdb: bloom_bits_per_key must be >= 0");
+  if (o.write_buffer_mib == 0) return invalid_argument("rocksdb: write_buffer_mib must be > 0");
+  std::set<std::string> seen;
+  for (const auto& cf : o.user_column_families) {
+    if (cf.empty()) return invalid_argument("rocksdb: a user column family name is empty");
+    if (cf.rfind("idem_", 0) == 0)
+      return invalid_argument("rocksdb: user column family \"" + cf + "\": names starting with idem_ are reserved");
+    if (cf == ::rocksdb::kDefaultColumnFamilyName || !seen.insert(cf).second)
+      return invalid_argument("rocksdb: user column family \"" + cf + "\" is named twice");
+  }
+  return Status::ok();
+}
+
+// A failed DB::Open, explained.
+Status open_error(const ::rocksdb::Status& s, const std::string& path) {
+  const std::string m = s.ToString();
+  if (s.IsIOError() && (m.find("lock") != std::string::npos || m.find("LOCK") != std::string::npos))
+    return unavailable("rocksdb: " + quoted(path) +
+                       " is locked by another process or handle (its LOCK file); only one may open it: " + m);
+  if (s.IsIOError())
+    return unavailable("rocksdb: cannot open " + quoted(path) +
+                       " for writing (missing permission or read-only directory?): " + m);
+  if (s.IsCorruption()) return data_loss("rocksdb: " + quoted(path) + " is corrupt: " + m);
+  return detail::to_status(s, "open " + quoted(path));
+}
+
+}  // namespace
+
+StatusOr<std::shared_ptr<Store>> open(const Options& o) {
+  if (Status s = check_options(o); !s.is_ok()) return s;
+  std::error_code ec;
+  const auto st = fs::status(o.path, ec);
+  if (fs::exists(st) && !fs::is_directory(st))
+    return invalid_argument("rocksdb: " + quoted(o.path) + " exists and is not a directory (a RocksDB store is one)");
+  const bool existing = fs::exists(fs::path(o.path) / "CURRENT", ec);
+
+  auto store = std::make_shared<detail::RocksStore>();
+  store->options = o;
+  store->filter = std::make_shared<detail::ExpiryFilter>();
+  store->write_options.sync = o.sync;
+
+  ::rocksdb::DBOptions dbo;
+  dbo.create_if_missing = !existing;
+  dbo.create_missing_column_families = true;
+  dbo.max_background_jobs = 2;
+  dbo.keep_log_file_num = 4;
+  dbo.info_log_level = ::rocksdb::InfoLogLevel::WARN_LEVEL;
+
+  ::rocksdb::BlockBasedTableOptions table;
+  table.block_cache = ::rocksdb::NewLRUCache(o.block_cache_mib * kMiB);
+  if (o.bloom_bits_per_key > 0) table.filter_policy.reset(::rocksdb::NewBloomFilterPolicy(o.bloom_bits_per_key, false));
+  std::shared_ptr<::rocksdb::TableFactory> factory(::rocksdb::NewBlockBasedTableFactory(table));
+  ::rocksdb::ColumnFamilyOptions plain;
+  plain.write_buffer_size = o.write_buffer_mib * kMiB;
+  plain.table_factory = factory;
+  ::rocksdb::ColumnFamilyOptions expiring = plain;
+  expiring.compaction_filter = store->filter.get();
+  // Most claims are of new ids: a memtable Bloom filter answers "absent" without a
+  // skiplist search.
+  expiring.memtable_prefix_bloom_size_ratio = kMemtableBloomRatio;
+  expiring.memtable_whole_key_filtering = true;
+
+  std::vector<std::string> names;
+  if (existing) {
+    auto s = ::rocksdb::DB::ListColumnFamilies(dbo, o.path, &names);
+    if (!s.ok()) return open_error(s, o.path);
+    for (const char* need : {kMetaCf, kDoneCf, kRetriesCf}) {
+      if (std::find(names.begin(), names.end(), need) == names.end())
+        return data_loss("rocksdb: " + quoted(o.path) + " is a RocksDB database of another layout (no column family " +
+                         need + "); idem leaves it untouched");
+    }
+  } else {
+    names = {::rocksdb::kDefaultColumnFamilyName, kMetaCf, kDoneCf, kRetriesCf};
+  }
+  for (const auto& cf : o.user_column_families)
+    if (std::find(names.begin(), names.end(), cf) == names.end()) names.push_back(cf);
+  std::vector<::rocksdb::ColumnFamilyDescriptor> descs;
+  for (const auto& n : names) descs.emplace_back(n, n == kDoneCf || n == kRetriesCf ? expiring : plain);
+
+  ::rocksdb::DB* raw = nullptr;
+  std::vector<::rocksdb::ColumnFamilyHandle*> handles;
+  if (auto s = ::rocksdb::DB::Open(dbo, o.path, descs, &handles, &raw); !s.ok()) return open_error(s, o.path);
+  store->db_.reset(raw);
+  store->handles = handles;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    if (names[i] == kMetaCf)
+      store->meta_cf_ = handles[i];
+    else if (names[i] == kDoneCf)
+      store->done_cf_ = handles[i];
+    else if (names[i] == kRetriesCf)
+      store->retries_cf_ = handles[i];
+    else if (names[i].rfind("idem_", 0) != 0)
+      store->user_cfs.emplace(names[i], handles[i]);
+  }
+
+  const std::string layout = std::string(detail::kLayoutPrefix) + std::to_string(kLayoutVersion);
+  std::string found;
+  auto g = store->db_->Get(::rocksdb::ReadOptions(), store->meta_cf_, detail::kLayoutKey, &found);
+  if (g.IsNotFound() && !existing) {
+    ::rocksdb::WriteOptions sync;
+    sync.sync = true;
+    if (auto p = store->db_->Put(sync, store->meta_cf_, detail::kLayoutKey, layout); !p.ok())
+      return detail::to_status(p, "write the layout version");
+  } else if (!g.ok()) {
+    return data_loss("rocksdb: " + quoted(o.path) + " has no idem layout version (" + g.ToString() + ")");
+  } else if (found != layout) {
+    const std::string prefix = detail::kLayoutPrefix;
+    if (found.rfind(prefix, 0) == 0) {
+      const std::string v = found.substr(prefix.size());
+      if (!v.empty() && std::all_of(v.begin(), v.end(), ::isdigit) && std::stoll(v) > kLayoutVersion)
+        return failed_precondition("rocksdb: " + quoted(o.path) + " was written by a newer idem (layout " + v +
+                                   ", this build knows " + std::to_string(kLayoutVersion) + ")");
+    }
+    return data_loss("rocksdb: " + quoted(o.path) + " has an unknown layout \"" + found + "\"");
+  }
+
+  // Skip reading idem_retries while it is empty.
+  std::unique_ptr<::rocksdb::Iterator> it(store->db_->NewIterator(::rocksdb::ReadOptions(), store->retries_cf_));
+  it->SeekToFirst();
+  store->retries_possible.store(it->Valid() || !it->status().ok());
+  it.reset();
+
+  store->stripes.reserve(o.lease_stripes);
+  for (std::size_t i = 0; i < o.lease_stripes; ++i) store->stripes.push_back(std::make_unique<detail::Stripe>());
+  return std::shared_ptr<Store>(std::move(store));
+}
+
+StatusOr<std::shared_ptr<Store>> open(const StoreUri& u) {
+  if (Status s = u.check_params({"sync", "block_cache_mib", "bloom_bits", "write_buffer_mib", "stripes", "cf"});
+      !s.is_ok())
+    return s;
+  Options o;
+  o.path = u.body;
+  auto sync = u.param_bool("sync", o.sync);
+  auto cache = u.param_uint("block_cache_mib", o.block_cache_mib);
+  auto bits = u.param_uint("bloom_bits", static_cast<std::uint64_t>(o.bloom_bits_per_key));
+  auto wb = u.param_uint("write_buffer_mib", o.write_buffer_mib);
+  auto stripes = u.param_uint("stripes", o.lease_stripes);
+  for (const Status& s : {sync.status(), cache.status(), bits.status(), wb.status(), stripes.status()})
+    if (!s.is_ok()) return s;
+  if (*bits > 64) return invalid_argument("rocksdb: bloom_bits must be <= 64");
+  o.sync = *sync;
+  o.block_cache_mib = *cache;
+  o.bloom_bits_per_key = static_cast<int>(*bits);
+  o.write_buffer_mib = *wb;
+  o.lease_stripes = *stripes;
+  if (auto cf = u.param("cf")) {
+    std::string_view rest = *cf;
+    while (!rest.empty()) {
+      const auto comma = rest.find(',');
+      o.user_column_families.emplace_back(rest.substr(0, comma));
+      rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+    }
+  }
+  return open(o);
+}
+
+}  // namespace idem::rocksdb

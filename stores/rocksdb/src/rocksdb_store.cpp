@@ -1,0 +1,463 @@
+// Claims, commits, releases and batches of the RocksDB store.
+#include <rocksdb/iterator.h>
+
+#include <algorithm>
+#include <unordered_set>
+
+#include "rocksdb_store_impl.hpp"
+
+namespace idem::rocksdb::detail {
+
+bool ExpiryFilter::Filter(int, const ::rocksdb::Slice&, const ::rocksdb::Slice& value, std::string*, bool*) const {
+  const auto expires = expiry_of(std::string_view(value.data(), value.size()));
+  if (!expires || *expires > watermark_ms.load(std::memory_order_relaxed)) return false;
+  dropped.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+Status to_status(const ::rocksdb::Status& s, const std::string& what) {
+  if (s.ok()) return Status::ok();
+  const std::string m = "rocksdb: " + what + ": " + s.ToString();
+  if (s.IsCorruption()) return data_loss(m);
+  if (s.IsInvalidArgument() || s.IsNotSupported()) return invalid_argument(m);
+  if (s.IsIOError() || s.IsBusy() || s.IsTimedOut() || s.IsTryAgain() || s.IsIncomplete() || s.IsAborted())
+    return unavailable(m);
+  return internal_error(m);
+}
+
+RocksStore::~RocksStore() {
+  if (!db_) return;
+  for (auto* h : handles) (void)db_->DestroyColumnFamilyHandle(h);
+  (void)db_->Close();
+  db_.reset();
+}
+
+StoreCapabilities RocksStore::capabilities() const {
+  StoreCapabilities c;
+  c.durable = true;
+  c.shared = false;
+  c.probabilistic = false;
+  c.transactional = true;
+  c.native_ttl = true;
+  return c;
+}
+
+void RocksStore::observe(std::int64_t now_ms) {
+  auto& w = filter->watermark_ms;
+  std::int64_t cur = w.load(std::memory_order_relaxed);
+  while (now_ms > cur && !w.compare_exchange_weak(cur, now_ms, std::memory_order_relaxed)) {
+  }
+}
+
+Status RocksStore::read(std::string_view id, Lookup& out, bool want_done) {
+  const ::rocksdb::Slice key(id.data(), id.size());
+  ::rocksdb::PinnableSlice v;
+  if (want_done) {
+    auto s = db_->Get(::rocksdb::ReadOptions(), done_cf_, key, &v);
+    if (s.ok()) {
+      out.done = decode_done(std::string_view(v.data(), v.size()));
+      if (!out.done) return data_loss("rocksdb: the idem_done record of an id has an unknown format");
+    } else if (!s.IsNotFound()) {
+      return to_status(s, "read idem_done");
+    }
+  }
+  if (!retries_possible.load(std::memory_order_relaxed)) return Status::ok();
+  v.Reset();
+  auto s = db_->Get(::rocksdb::ReadOptions(), retries_cf_, key, &v);
+  if (s.ok()) {
+    out.retries = decode_retries(std::string_view(v.data(), v.size()));
+    if (!out.retries) return data_loss("rocksdb: the idem_retries record of an id has an unknown format");
+  } else if (!s.IsNotFound()) {
+    return to_status(s, "read idem_retries");
+  }
+  return Status::ok();
+}
+
+ClaimResult RocksStore::decide_claim(Stripe& s, const ClaimRequest& q, std::int64_t now, const Lookup& l) {
+  auto it = s.leases.find(q.id);
+  if (it != s.leases.end() && it->second.until_ms > now) {
+    const Lease& lease = it->second;
+    if (lease.fingerprint && q.fingerprint && *lease.fingerprint != *q.fingerprint) return ClaimResult::conflict();
+    ClaimResult c;
+    c.status = ClaimStatus::kInProgress;
+    c.owner = lease.owner;
+    c.lease_left = Duration(lease.until_ms - now);
+    return c;
+  }
+  if (l.done && l.done->expires_ms > now) {
+    if (l.done->fingerprint && q.fingerprint && *l.done->fingerprint != *q.fingerprint) return ClaimResult::conflict();
+    ClaimResult c;
+    c.status = ClaimStatus::kCompleted;
+    c.result = l.done->result;
+    c.dead_lettered = l.done->kind == RecordKind::kDeadLettered;
+    return c;
+  }
+  Lease lease{std::string(q.owner), now + q.lease.count(), q.fingerprint, l.retries.has_value()};
+  const std::uint32_t retries = l.retries && l.retries->expires_ms > now ? l.retries->retries : 0;
+  if (it != s.leases.end()) {
+    it->second = std::move(lease);
+  } else {
+    s.leases.emplace(std::string(q.id), std::move(lease));
+  }
+  return ClaimResult::granted(retries);
+}
+
+StatusOr<ClaimResult> RocksStore::claim(const ClaimRequest& q) {
+  if (q.id.empty()) return invalid_argument("rocksdb: claim: empty id");
+  const std::int64_t now = to_unix_ms(q.now);
+  observe(now);
+  Stripe& s = stripe_of(q.id);
+  std::lock_guard lock(s.mu);
+  auto it = s.leases.find(q.id);
+  Lookup l;
+  if (it == s.leases.end() || it->second.until_ms <= now) {
+    if (Status st = read(q.id, l); !st.is_ok()) return st;
+  }
+  return decide_claim(s, q, now, l);
+}
+
+StatusOr<ClaimResult> RocksStore::claim_absent(const ClaimRequest& q) {
+  if (q.id.empty()) return invalid_argument("rocksdb: claim: empty id");
+  const std::int64_t now = to_unix_ms(q.now);
+  observe(now);
+  Stripe& s = stripe_of(q.id);
+  std::lock_guard lock(s.mu);
+  return decide_claim(s, q, now, Lookup{});
+}
+
+Status RocksStore::stage_commit(Stripe& s, const CommitRequest& q, std::int64_t now,
+                                const std::optional<DoneRecord>* pre, ::rocksdb::WriteBatch& batch) {
+  auto it = s.leases.find(q.id);
+  bool clear_retries = true;
+  if (it != s.leases.end()) {
+    const Lease& lease = it->second;
+    if (lease.until_ms > now && lease.owner != q.owner)
+      return failed_precondition("rocksdb: commit: the lease is held by another owner");
+    clear_retries = lease.retry_record;
+  } else {
+    Lookup l;
+    if (pre != nullptr) {
+      l.done = *pre;
+    } else if (Status st = read(q.id, l); !st.is_ok()) {
+      return st;
+    }
+    if (l.done && l.done->expires_ms > now) return failed_precondition("rocksdb: commit: the id is already completed");
+  }
+  const auto kind = q.outcome == Outcome::kDeadLettered ? RecordKind::kDeadLettered : RecordKind::kCompleted;
+  const ::rocksdb::Slice key(q.id.data(), q.id.size());
+  auto s1 = batch.Put(done_cf_, key, encode_done(kind, now + q.ttl.count(), q.fingerprint, q.result));
+  if (!s1.ok()) return to_status(s1, "stage commit");
+  if (clear_retries && retries_possible.load(std::memory_order_relaxed)) {
+    auto s2 = batch.Delete(retries_cf_, key);
+    if (!s2.ok()) return to_status(s2, "stage commit");
+  }
+  return Status::ok();
+}
+
+Status RocksStore::write(::rocksdb::WriteBatch& batch) {
+  if (options.fault_hook) {
+    if (Status f = options.fault_hook(kCommitPoint); !f.is_ok()) return f;
+  }
+  return to_status(db_->Write(write_options, &batch), "commit");
+}
+
+Status RocksStore::commit_into(::rocksdb::WriteBatch& batch, const CommitRequest& q) {
+  if (q.id.empty()) return invalid_argument("rocksdb: commit: empty id");
+  if (q.ttl.count() <= 0) return invalid_argument("rocksdb: commit: ttl must be > 0");
+  const std::int64_t now = to_unix_ms(q.now);
+  observe(now);
+  Stripe& s = stripe_of(q.id);
+  std::lock_guard lock(s.mu);
+  if (Status st = stage_commit(s, q, now, nullptr, batch); !st.is_ok()) return st;
+  if (Status st = write(batch); !st.is_ok()) return st;
+  if (auto it = s.leases.find(q.id); it != s.leases.end()) s.leases.erase(it);
+  return Status::ok();
+}
+
+Status RocksStore::commit(const CommitRequest& q) {
+  ::rocksdb::WriteBatch batch;
+  return commit_into(batch, q);
+}
+
+StatusOr<std::uint32_t> RocksStore::release(const ReleaseRequest& q) {
+  if (q.id.empty()) return invalid_argument("rocksdb: release: empty id");
+  if (q.count_retry && q.retry_ttl.count() <= 0) return invalid_argument("rocksdb: release: retry_ttl must be > 0");
+  const std::int64_t now = to_unix_ms(q.now);
+  observe(now);
+  Stripe& s = stripe_of(q.id);
+  std::lock_guard lock(s.mu);
+  auto it = s.leases.find(q.id);
+  const bool held_by_other = it != s.leases.end() && it->second.until_ms > now && it->second.owner != q.owner;
+  Lookup l;
+  if (Status st = read(q.id, l, /*want_done=*/it == s.leases.end()); !st.is_ok()) return st;
+  std::uint32_t count = l.retries && l.retries->expires_ms > now ? l.retries->retries : 0;
+  if (held_by_other) return count;
+  if (l.done && l.done->expires_ms > now) return std::uint32_t{0};
+  if (q.count_retry) {
+    ++count;
+    ::rocksdb::WriteBatch batch;
+    const ::rocksdb::Slice key(q.id.data(), q.id.size());
+    retries_possible.store(true, std::memory_order_relaxed);
+    auto p = batch.Put(retries_cf_, key, encode_retries({count, now + q.retry_ttl.count()}));
+    if (!p.ok()) return to_status(p, "release");
+    if (Status st = to_status(db_->Write(write_options, &batch), "release"); !st.is_ok()) return st;
+  }
+  if (it != s.leases.end()) s.leases.erase(it);
+  return count;
+}
+
+Status RocksStore::extend(const ExtendRequest& q) {
+  const std::int64_t now = to_unix_ms(q.now);
+  observe(now);
+  Stripe& s = stripe_of(q.id);
+  std::lock_guard lock(s.mu);
+  auto it = s.leases.find(q.id);
+  if (it == s.leases.end() || it->second.owner != q.owner)
+    return failed_precondition("rocksdb: extend: the lease is not held by this owner");
+  if (it->second.until_ms <= now) return failed_precondition("rocksdb: extend: the lease expired");
+  it->second.until_ms = now + q.lease.count();
+  return Status::ok();
+}
+
+StatusOr<std::optional<RecordInfo>> RocksStore::inspect(std::string_view id, TimePoint t) {
+  const std::int64_t now = to_unix_ms(t);
+  Stripe& s = stripe_of(id);
+  std::lock_guard lock(s.mu);
+  Lookup l;
+  if (Status st = read(id, l); !st.is_ok()) return st;
+  const std::uint32_t retries = l.retries && l.retries->expires_ms > now ? l.retries->retries : 0;
+  auto it = s.leases.find(id);
+  RecordInfo info;
+  if (it != s.leases.end() && it->second.until_ms > now) {
+    info.state = RecordState::kInProgress;
+    info.owner = it->second.owner;
+    info.lease_until = from_unix_ms(it->second.until_ms);
+    info.fingerprint = it->second.fingerprint;
+    info.retries = retries;
+    if (l.retries) info.expires_at = from_unix_ms(l.retries->expires_ms);
+    return std::optional<RecordInfo>(std::move(info));
+  }
+  if (l.done && l.done->expires_ms > now) {
+    info.state = l.done->kind == RecordKind::kDeadLettered ? RecordState::kDeadLettered : RecordState::kCompleted;
+    info.fingerprint = l.done->fingerprint;
+    info.result = l.done->result;
+    info.expires_at = from_unix_ms(l.done->expires_ms);
+    return std::optional<RecordInfo>(std::move(info));
+  }
+  if (retries > 0) {
+    info.state = RecordState::kPending;
+    info.retries = retries;
+    info.expires_at = from_unix_ms(l.retries->expires_ms);
+    return std::optional<RecordInfo>(std::move(info));
+  }
+  return std::optional<RecordInfo>();
+}
+
+std::vector<std::unique_lock<std::mutex>> RocksStore::lock_all(const std::vector<std::string_view>& ids) {
+  std::vector<std::size_t> idx;
+  idx.reserve(ids.size());
+  for (auto id : ids) idx.push_back(StringHash{}(id) % stripes.size());
+  std::sort(idx.begin(), idx.end());
+  idx.erase(std::unique(idx.begin(), idx.end()), idx.end());
+  std::vector<std::unique_lock<std::mutex>> locks;
+  locks.reserve(idx.size());
+  for (std::size_t i : idx) locks.emplace_back(stripes[i]->mu);
+  return locks;
+}
+
+namespace {
+
+// Reads `keys` from `cf` with one MultiGet; statuses[i] is set for failures.
+template <class Decode, class Out>
+void multi_get(::rocksdb::DB& db, ::rocksdb::ColumnFamilyHandle* cf, const std::vector<::rocksdb::Slice>& keys,
+               Decode decode, std::vector<Out>& out, std::vector<Status>& statuses, const char* what) {
+  std::vector<::rocksdb::PinnableSlice> values(keys.size());
+  std::vector<::rocksdb::Status> st(keys.size());
+  db.MultiGet(::rocksdb::ReadOptions(), cf, keys.size(), keys.data(), values.data(), st.data());
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    if (st[i].ok()) {
+      out[i] = decode(std::string_view(values[i].data(), values[i].size()));
+      if (!out[i]) statuses[i] = data_loss(std::string("rocksdb: a record in ") + what + " has an unknown format");
+    } else if (!st[i].IsNotFound()) {
+      statuses[i] = to_status(st[i], std::string("read ") + what);
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<StatusOr<ClaimResult>> RocksStore::claim_batch(std::span<const ClaimRequest> requests) {
+  std::vector<StatusOr<ClaimResult>> out;
+  out.reserve(requests.size());
+  if (requests.empty()) return out;
+  std::vector<std::string_view> ids;
+  std::vector<::rocksdb::Slice> keys;
+  ids.reserve(requests.size());
+  keys.reserve(requests.size());
+  for (const auto& q : requests) {
+    ids.push_back(q.id);
+    keys.emplace_back(q.id.data(), q.id.size());
+    observe(to_unix_ms(q.now));
+  }
+  auto locks = lock_all(ids);
+  std::vector<Status> statuses(requests.size());
+  std::vector<std::optional<DoneRecord>> dones(requests.size());
+  std::vector<std::optional<RetryRecord>> rets(requests.size());
+  multi_get(*db_, done_cf_, keys, decode_done, dones, statuses, kDoneCf);
+  if (retries_possible.load(std::memory_order_relaxed))
+    multi_get(*db_, retries_cf_, keys, decode_retries, rets, statuses, kRetriesCf);
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    const auto& q = requests[i];
+    if (q.id.empty()) {
+      out.emplace_back(invalid_argument("rocksdb: claim: empty id"));
+    } else if (!statuses[i].is_ok()) {
+      out.emplace_back(statuses[i]);
+    } else {
+      out.emplace_back(decide_claim(stripe_of(q.id), q, to_unix_ms(q.now), Lookup{dones[i], rets[i]}));
+    }
+  }
+  return out;
+}
+
+std::vector<Status> RocksStore::commit_batch(std::span<const CommitRequest> requests) {
+  std::vector<Status> out(requests.size());
+  if (requests.empty()) return out;
+  std::vector<std::string_view> ids;
+  ids.reserve(requests.size());
+  for (const auto& q : requests) {
+    ids.push_back(q.id);
+    observe(to_unix_ms(q.now));
+  }
+  auto locks = lock_all(ids);
+  // Ids without a lease need their record read to know whether they are completed.
+  std::vector<std::size_t> need;
+  std::vector<::rocksdb::Slice> keys;
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    const auto& lm = stripe_of(requests[i].id).leases;
+    if (lm.find(requests[i].id) == lm.end()) {
+      need.push_back(i);
+      keys.emplace_back(requests[i].id.data(), requests[i].id.size());
+    }
+  }
+  std::vector<std::optional<DoneRecord>> pre(requests.size());
+  if (!keys.empty()) {
+    std::vector<std::optional<DoneRecord>> got(keys.size());
+    std::vector<Status> st(keys.size());
+    multi_get(*db_, done_cf_, keys, decode_done, got, st, kDoneCf);
+    for (std::size_t k = 0; k < need.size(); ++k) {
+      pre[need[k]] = std::move(got[k]);
+      out[need[k]] = st[k];
+    }
+  }
+  ::rocksdb::WriteBatch batch;
+  std::unordered_set<std::string_view> staged;
+  std::vector<std::size_t> landed;
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    const auto& q = requests[i];
+    if (!out[i].is_ok()) continue;
+    if (q.id.empty()) {
+      out[i] = invalid_argument("rocksdb: commit: empty id");
+      continue;
+    }
+    if (q.ttl.count() <= 0) {
+      out[i] = invalid_argument("rocksdb: commit: ttl must be > 0");
+      continue;
+    }
+    if (staged.contains(q.id)) {
+      out[i] = failed_precondition("rocksdb: commit: the id is already completed (earlier in this batch)");
+      continue;
+    }
+    out[i] = stage_commit(stripe_of(q.id), q, to_unix_ms(q.now), &pre[i], batch);
+    if (out[i].is_ok()) {
+      staged.insert(q.id);
+      landed.push_back(i);
+    }
+  }
+  if (landed.empty()) return out;
+  Status w = write(batch);
+  for (std::size_t i : landed) {
+    if (!w.is_ok()) {
+      out[i] = w;
+      continue;
+    }
+    auto& lm = stripe_of(requests[i].id).leases;
+    if (auto it = lm.find(requests[i].id); it != lm.end()) lm.erase(it);
+  }
+  return out;
+}
+
+StatusOr<std::size_t> RocksStore::purge_expired(TimePoint now, std::size_t max_records) {
+  const std::int64_t t = to_unix_ms(now);
+  observe(t);
+  // Records expire by compaction. Expired in-process leases are dropped here: at most
+  // max_records leases are looked at, starting where the previous call stopped.
+  std::size_t budget = max_records;
+  for (std::size_t k = 0; k < stripes.size() && budget > 0; ++k) {
+    Stripe& s = *stripes[purge_cursor_.fetch_add(1, std::memory_order_relaxed) % stripes.size()];
+    std::lock_guard lock(s.mu);
+    for (auto it = s.leases.begin(); it != s.leases.end() && budget > 0; --budget) {
+      it = it->second.until_ms <= t ? s.leases.erase(it) : std::next(it);
+    }
+  }
+  return std::size_t{0};
+}
+
+Status RocksStore::for_each(const std::function<void(std::string_view, TimePoint)>& visit) {
+  for (auto* cf : {done_cf_, retries_cf_}) {
+    std::unique_ptr<::rocksdb::Iterator> it(db_->NewIterator(::rocksdb::ReadOptions(), cf));
+    for (it->SeekToFirst(); it->Valid(); it->Next()) {
+      const auto v = it->value();
+      const auto e = expiry_of(std::string_view(v.data(), v.size()));
+      visit(std::string_view(it->key().data(), it->key().size()), from_unix_ms(e.value_or(0)));
+    }
+    if (Status st = to_status(it->status(), "scan"); !st.is_ok()) return st;
+  }
+  return Status::ok();
+}
+
+StatusOr<CompactionReport> RocksStore::compact(TimePoint now) {
+  observe(to_unix_ms(now));
+  ::rocksdb::CompactRangeOptions o;
+  o.bottommost_level_compaction = ::rocksdb::BottommostLevelCompaction::kForce;
+  for (auto* cf : {done_cf_, retries_cf_}) {
+    if (Status st = to_status(db_->Flush(::rocksdb::FlushOptions(), cf), "flush"); !st.is_ok()) return st;
+    if (Status st = to_status(db_->CompactRange(o, cf, nullptr, nullptr), "compact"); !st.is_ok()) return st;
+  }
+  return CompactionReport{filter->dropped.load()};
+}
+
+::rocksdb::ColumnFamilyHandle* RocksStore::user_cf(std::string_view name) const {
+  auto it = user_cfs.find(name);
+  return it == user_cfs.end() ? nullptr : it->second;
+}
+
+}  // namespace idem::rocksdb::detail
+
+namespace idem::rocksdb {
+namespace {
+
+detail::RocksStore* as_rocks(Store& s) { return dynamic_cast<detail::RocksStore*>(&s); }
+
+Status not_rocks() { return invalid_argument("rocksdb: the store was not opened by idem::rocksdb::open"); }
+
+}  // namespace
+
+StatusOr<ClaimResult> claim_known_absent(Store& store, const ClaimRequest& request) {
+  auto* r = as_rocks(store);
+  if (r == nullptr) return not_rocks();
+  return r->claim_absent(request);
+}
+
+Status for_each_record(Store& store, const std::function<void(std::string_view, TimePoint)>& visit) {
+  auto* r = as_rocks(store);
+  if (r == nullptr) return not_rocks();
+  return r->for_each(visit);
+}
+
+StatusOr<CompactionReport> compact(Store& store, TimePoint now) {
+  auto* r = as_rocks(store);
+  if (r == nullptr) return not_rocks();
+  return r->compact(now);
+}
+
+}  // namespace idem::rocksdb

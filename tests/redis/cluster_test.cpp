@@ -1,0 +1,172 @@
+// idem::redis against a real 6-node Redis Cluster (3 masters, 1 replica each), shared
+// by every test of this binary: the conformance suite, then a slot migration during a
+// run (ASK while the slot moves, MOVED after).
+#include <gtest/gtest.h>
+
+#include "cluster/key_slot.hpp"
+#include "redis_conformance.hpp"
+#include "support/redis_cluster.hpp"
+#include "test_util.hpp"
+
+namespace idem::redis_test {
+
+RedisCluster* shared_cluster() {
+  static std::unique_ptr<RedisCluster> cluster = [] {
+    auto c = RedisCluster::start(3, 1);
+    if (!c.ok()) {
+      ADD_FAILURE() << c.status().to_string();
+      return std::unique_ptr<RedisCluster>();
+    }
+    return std::move(c).value();
+  }();
+  return cluster.get();
+}
+
+std::string cluster_uri() { return shared_cluster() ? shared_cluster()->uri() : "redis://127.0.0.1:1?cluster=1"; }
+
+namespace {
+
+using redis::detail::key_slot;
+
+// `n` ids whose keys under `prefix` all hash to one slot (found by counting up).
+std::vector<std::string> ids_in_one_slot(const std::string& prefix, std::size_t n, int* slot) {
+  *slot = key_slot(prefix + "{mig-0}");
+  std::vector<std::string> ids = {"mig-0"};
+  for (int i = 1; ids.size() < n; ++i) {
+    const std::string id = "mig-" + std::to_string(i);
+    if (key_slot(prefix + "{" + id + "}") == *slot) ids.push_back(id);
+  }
+  return ids;
+}
+
+std::string error_word(const StatusOr<redis::detail::Reply>& r) {
+  if (!r.ok() || !r->is_error()) return "";
+  return r->str.substr(0, r->str.find(' '));
+}
+
+TEST(RedisCluster, SlotMigrationDuringARunIsFollowedThroughAskAndMoved) {
+  RedisCluster* cluster = shared_cluster();
+  ASSERT_NE(cluster, nullptr);
+  redis::Options o = options_for(cluster->uri());
+  auto store = open_or_die(o);  // reads the slot map before the migration
+  ASSERT_NE(store, nullptr);
+  const TimePoint t0 = ManualClock().now();
+  auto claim = [&](const std::string& id) { return ClaimRequest{id, "A", Duration(10'000), std::nullopt, t0}; };
+  auto commit = [&](const std::string& id) {
+    CommitRequest c;
+    c.id = id;
+    c.owner = "A";
+    c.now = t0;
+    c.ttl = Duration(3'600'000);
+    c.result = id;
+    return c;
+  };
+
+  int slot = 0;
+  const std::vector<std::string> ids = ids_in_one_slot(o.prefix, 60, &slot);
+  RedisServer* src = cluster->master_of(slot);
+  ASSERT_NE(src, nullptr);
+  RedisServer* dst = nullptr;
+  for (int other = 0; other < redis::detail::kSlotCount && dst == nullptr; other += 1000) {
+    RedisServer* m = cluster->master_of(other);
+    if (m != nullptr && m != src) dst = m;
+  }
+  ASSERT_NE(dst, nullptr);
+  const std::string src_id = *cluster->id_of(*src);
+  const std::string dst_id = *cluster->id_of(*dst);
+  const std::string slot_s = std::to_string(slot);
+
+  // Before: ids 0..19 committed on the source.
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_EQ(store->claim(claim(ids[i]))->status, ClaimStatus::kNew);
+    ASSERT_TRUE(store->commit(commit(ids[i])).is_ok());
+  }
+
+  // During: the slot is migrating; ids 0..9 already moved.
+  ASSERT_TRUE(dst->command({"CLUSTER", "SETSLOT", slot_s, "IMPORTING", src_id}).ok());
+  ASSERT_TRUE(src->command({"CLUSTER", "SETSLOT", slot_s, "MIGRATING", dst_id}).ok());
+  std::vector<std::string> migrate = {"MIGRATE", "127.0.0.1", std::to_string(dst->port()), "", "0", "5000", "KEYS"};
+  for (int i = 0; i < 10; ++i) migrate.push_back(store->key_of(ids[i]));
+  auto moved = src->command(migrate);
+  ASSERT_TRUE(moved.ok() && !moved->is_error()) << (moved.ok() ? moved->str : moved.status().to_string());
+  EXPECT_EQ(error_word(src->command({"HGET", store->key_of(ids[0]), "s"})), "ASK") << "the source redirects";
+
+  std::vector<ClaimRequest> batch;
+  for (int i = 0; i < 40; ++i) batch.push_back(claim(ids[i]));
+  auto during = store->claim_batch(batch);
+  for (int i = 0; i < 40; ++i) {
+    ASSERT_TRUE(during[i].ok()) << i << ": " << during[i].status().to_string();
+    EXPECT_EQ(during[i]->status, i < 20 ? ClaimStatus::kCompleted : ClaimStatus::kNew) << i;
+    if (i < 20) {
+      EXPECT_EQ(during[i]->result, std::optional<std::string>(ids[i])) << i;
+    }
+  }
+  for (int i = 20; i < 30; ++i) ASSERT_TRUE(store->commit(commit(ids[i])).is_ok()) << i;
+  std::vector<CommitRequest> commits;
+  for (int i = 30; i < 40; ++i) commits.push_back(commit(ids[i]));
+  for (const Status& s : store->commit_batch(commits)) EXPECT_TRUE(s.is_ok()) << s.to_string();
+  auto new_keys_went = dst->command({"CLUSTER", "COUNTKEYSINSLOT", slot_s});
+  EXPECT_GE(new_keys_went->integer, 30) << "keys created during the migration live on the target (via ASK)";
+
+  // After: the rest moves, the slot is assigned to the target.
+  while (true) {
+    auto keys = src->command({"CLUSTER", "GETKEYSINSLOT", slot_s, "100"});
+    ASSERT_TRUE(keys.ok());
+    if (keys->elements.empty()) break;
+    std::vector<std::string> m = {"MIGRATE", "127.0.0.1", std::to_string(dst->port()), "", "0", "5000", "KEYS"};
+    for (const auto& k : keys->elements) m.push_back(k.str);
+    ASSERT_TRUE(src->command(m).ok());
+  }
+  for (auto& node : cluster->nodes()) {
+    auto role = node->command({"ROLE"});
+    if (role.ok() && !role->elements.empty() && role->elements[0].str == "master") {
+      ASSERT_TRUE(node->command({"CLUSTER", "SETSLOT", slot_s, "NODE", dst_id}).ok());
+    }
+  }
+  EXPECT_EQ(error_word(src->command({"HGET", store->key_of(ids[0]), "s"})), "MOVED") << "the source redirects";
+
+  // The store still has the old map: MOVED → refresh → retry.
+  batch.clear();
+  for (int i = 0; i < 60; ++i) batch.push_back(claim(ids[i]));
+  auto after = store->claim_batch(batch);
+  for (int i = 0; i < 60; ++i) {
+    ASSERT_TRUE(after[i].ok()) << i << ": " << after[i].status().to_string();
+    EXPECT_EQ(after[i]->status, i < 40 ? ClaimStatus::kCompleted : ClaimStatus::kNew) << i;
+  }
+  for (int i = 40; i < 60; ++i) EXPECT_TRUE(store->commit(commit(ids[i])).is_ok());
+  // A second store opened now reads the new map directly and agrees.
+  auto fresh = open_or_die(o);
+  for (int i = 0; i < 60; ++i) EXPECT_EQ(fresh->claim(claim(ids[i]))->status, ClaimStatus::kCompleted) << i;
+  ASSERT_TRUE(cluster->wait_ok(10'000).is_ok());
+}
+
+TEST(RedisCluster, CommitThenClaimAcrossSlotsAndInOneSlot) {
+  ASSERT_NE(shared_cluster(), nullptr);
+  auto store = open_or_die(options_for(cluster_uri()));
+  const TimePoint t0 = ManualClock().now();
+  // "a" and "b" hash to different slots (on different masters, as it happens).
+  ASSERT_NE(key_slot(store->key_of("a")), key_slot(store->key_of("b")));
+  ASSERT_EQ(store->claim({"a", "A", Duration(1000), std::nullopt, t0})->status, ClaimStatus::kNew);
+  CommitRequest c;
+  c.id = "a";
+  c.owner = "A";
+  c.now = t0;
+  c.ttl = Duration(60'000);
+  auto r = store->commit_then_claim(c, {"b", "A", Duration(1000), std::nullopt, t0});
+  EXPECT_TRUE(r.commit.is_ok()) << r.commit.to_string();
+  ASSERT_TRUE(r.claim.ok()) << r.claim.status().to_string();
+  EXPECT_EQ(r.claim->status, ClaimStatus::kNew);
+  c.id = "b";
+  auto same = store->commit_then_claim(c, {"b", "B", Duration(1000), std::nullopt, t0});
+  EXPECT_TRUE(same.commit.is_ok());
+  EXPECT_EQ(same.claim->status, ClaimStatus::kCompleted) << "one slot: one script, commit first";
+}
+
+}  // namespace
+}  // namespace idem::redis_test
+
+namespace idem::conformance {
+INSTANTIATE_TEST_SUITE_P(RedisCluster, StoreConformance,
+                         ::testing::Values(redis_test::redis_factory("cluster", redis_test::cluster_uri)),
+                         factory_name);
+}  // namespace idem::conformance

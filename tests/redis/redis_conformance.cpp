@@ -1,0 +1,51 @@
+#include "redis_conformance.hpp"
+
+#include <unistd.h>
+
+#include <atomic>
+
+#include "idem/redis_store.hpp"
+
+namespace idem::redis_test {
+namespace {
+
+class PrefixLocation final : public conformance::StoreLocation {
+ public:
+  explicit PrefixLocation(std::function<std::string()> uri) : uri_(std::move(uri)) {
+    static std::atomic<int> counter{0};
+    prefix_ = "conf-" + std::to_string(::getpid()) + "-" + std::to_string(counter.fetch_add(1)) + ":";
+  }
+
+  StatusOr<std::shared_ptr<Store>> open(FaultHook) override {
+    auto u = StoreUri::parse(uri_());
+    if (!u.ok()) return u.status();
+    auto o = redis::parse_uri(*u);
+    if (!o.ok()) return o.status();
+    o->prefix = prefix_;
+    auto s = redis::open(*o);
+    if (!s.ok()) return s.status();
+    return std::shared_ptr<Store>(std::move(s).value());
+  }
+
+ private:
+  std::function<std::string()> uri_;
+  std::string prefix_;
+};
+
+}  // namespace
+
+conformance::StoreFactory redis_factory(std::string name, std::function<std::string()> uri) {
+  conformance::StoreFactory f;
+  f.name = std::move(name);
+  f.capabilities.durable = true;  // the server keeps records when a handle closes
+  f.capabilities.shared = true;
+  f.capabilities.probabilistic = false;
+  f.capabilities.fault_hook = false;
+  f.capabilities.no_fault_hook_reason =
+      "redis: a commit is one Lua script that the server runs atomically; the client has no intermediate step "
+      "at which a failure could leave part of it applied";
+  f.new_location = [uri] { return std::make_unique<PrefixLocation>(uri); };
+  return f;
+}
+
+}  // namespace idem::redis_test

@@ -1,0 +1,93 @@
+#include "support/redis_cluster.hpp"
+
+#include <chrono>
+#include <thread>
+
+namespace idem::redis_test {
+
+StatusOr<std::unique_ptr<RedisCluster>> RedisCluster::start(int masters, int replicas) {
+  std::unique_ptr<RedisCluster> c(new RedisCluster());
+  ServerConfig cfg;
+  cfg.cluster = true;
+  for (int i = 0; i < masters * (1 + replicas); ++i) {
+    auto s = RedisServer::start(cfg);
+    if (!s.ok()) return s.status();
+    c->nodes_.push_back(std::move(s).value());
+  }
+  std::vector<std::string> argv = {"redis-cli", "--cluster", "create"};
+  for (auto& n : c->nodes_) argv.push_back("127.0.0.1:" + std::to_string(n->port()));
+  argv.insert(argv.end(), {"--cluster-replicas", std::to_string(replicas), "--cluster-yes"});
+  const auto log = c->nodes_.front()->dir() / "cluster-create.log";
+  auto rc = run_program(argv, log, 60'000);
+  if (!rc.ok()) return rc.status();
+  if (*rc != 0) return unavailable("redis-cli --cluster create failed (exit " + std::to_string(*rc) + "), see " + log.string());
+  if (Status s = c->wait_ok(30'000); !s.is_ok()) return s;
+  // Replicas in sync: every replica's link to its master is up.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  for (auto& n : c->nodes_) {
+    while (true) {
+      auto r = n->command({"INFO", "replication"});
+      if (r.ok() && (r->str.find("role:master") != std::string::npos ||
+                     r->str.find("master_link_status:up") != std::string::npos))
+        break;
+      if (std::chrono::steady_clock::now() > deadline) return unavailable("a replica did not sync in time");
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  return c;
+}
+
+std::string RedisCluster::uri() const {
+  std::string u = "redis://";
+  bool first = true;
+  for (const auto& n : nodes_) {
+    if (!first) u += ",";
+    first = false;
+    u += "127.0.0.1:" + std::to_string(n->port());
+  }
+  return u + "?cluster=1";
+}
+
+RedisServer* RedisCluster::master_of(int slot) {
+  for (auto& n : nodes_) {
+    if (!n->running()) continue;
+    auto r = n->command({"CLUSTER", "SLOTS"});
+    if (!r.ok() || r->type != Reply::Type::kArray) continue;
+    for (const Reply& range : r->elements) {
+      if (range.elements.size() < 3) continue;
+      if (range.elements[0].integer <= slot && slot <= range.elements[1].integer) {
+        const auto port = range.elements[2].elements[1].integer;
+        for (auto& m : nodes_)
+          if (m->port() == port) return m.get();
+      }
+    }
+    return nullptr;
+  }
+  return nullptr;
+}
+
+StatusOr<std::string> RedisCluster::id_of(RedisServer& node) {
+  auto r = node.command({"CLUSTER", "MYID"});
+  if (!r.ok()) return r.status();
+  return r->str;
+}
+
+Status RedisCluster::wait_ok(int timeout_ms) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  for (auto& n : nodes_) {
+    if (!n->running()) continue;
+    while (true) {
+      auto r = n->command({"CLUSTER", "INFO"});
+      if (r.ok() && r->str.find("cluster_state:ok") != std::string::npos &&
+          r->str.find("cluster_slots_ok:16384") != std::string::npos)
+        break;
+      if (std::chrono::steady_clock::now() > deadline)
+        return unavailable("node " + std::to_string(n->port()) + " did not reach cluster_state:ok: " +
+                           (r.ok() ? r->str : r.status().to_string()));
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace idem::redis_test

@@ -1,0 +1,33 @@
+// Test support: a Redis Cluster of real servers (masters × (1 + replicas)), made with
+// `redis-cli --cluster create … --cluster-replicas R --cluster-yes`.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "support/redis_server.hpp"
+
+namespace idem::redis_test {
+
+class RedisCluster {
+ public:
+  // Starts the servers, creates the cluster and waits until every node reports
+  // cluster_state:ok with all 16384 slots and every replica is in sync.
+  static StatusOr<std::unique_ptr<RedisCluster>> start(int masters = 3, int replicas = 1);
+
+  // "redis://127.0.0.1:P1,127.0.0.1:P2?cluster=1" over all nodes.
+  std::string uri() const;
+  std::vector<std::unique_ptr<RedisServer>>& nodes() { return nodes_; }
+  // The node serving `slot` as master (asked of any live node), or nullptr.
+  RedisServer* master_of(int slot);
+  // The node id of a node (CLUSTER MYID).
+  StatusOr<std::string> id_of(RedisServer& node);
+  // Waits until every live node says cluster_state:ok and all slots are served.
+  Status wait_ok(int timeout_ms);
+
+ private:
+  std::vector<std::unique_ptr<RedisServer>> nodes_;
+};
+
+}  // namespace idem::redis_test

@@ -1,0 +1,68 @@
+// The store conformance suite against rocksdb:, with the default options and with
+// one lock stripe (every id contends on one mutex) and a tiny memtable (records are
+// flushed to SST files and read back from them).
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <string>
+
+#include "conformance/store_conformance.hpp"
+#include "idem/rocksdb_store.hpp"
+
+namespace idem::conformance {
+namespace {
+
+namespace fs = std::filesystem;
+
+class RocksLocation final : public StoreLocation {
+ public:
+  explicit RocksLocation(rocksdb::Options base) : base_(std::move(base)) {
+    static std::atomic<int> counter{0};
+    dir_ = fs::temp_directory_path() /
+           ("idem-conformance-rocksdb-" + std::to_string(::getpid()) + "-" + std::to_string(counter.fetch_add(1)));
+    fs::remove_all(dir_);
+  }
+  ~RocksLocation() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+
+  StatusOr<std::shared_ptr<Store>> open(FaultHook hook) override {
+    rocksdb::Options o = base_;
+    o.path = dir_.string();
+    o.fault_hook = std::move(hook);
+    return rocksdb::open(o);
+  }
+
+ private:
+  rocksdb::Options base_;
+  fs::path dir_;
+};
+
+StoreFactory rocksdb_factory(std::string name, rocksdb::Options base) {
+  StoreFactory f;
+  f.name = std::move(name);
+  f.capabilities.durable = true;
+  f.capabilities.shared = false;  // RocksDB's LOCK file admits one handle at a time
+  f.capabilities.probabilistic = false;
+  f.capabilities.fault_hook = true;  // "rocksdb.commit.write", before the one WriteBatch
+  f.new_location = [base] { return std::make_unique<RocksLocation>(base); };
+  return f;
+}
+
+rocksdb::Options one_stripe_small_memtable() {
+  rocksdb::Options o;
+  o.lease_stripes = 1;
+  o.write_buffer_mib = 1;
+  o.block_cache_mib = 1;
+  return o;
+}
+
+INSTANTIATE_TEST_SUITE_P(RocksDB, StoreConformance,
+                         ::testing::Values(rocksdb_factory("defaults", {}),
+                                           rocksdb_factory("one_stripe", one_stripe_small_memtable())),
+                         factory_name);
+
+}  // namespace
+}  // namespace idem::conformance

@@ -1,0 +1,59 @@
+// Test helpers: a temporary directory, and raw RocksDB reads that bypass idem.
+#pragma once
+
+#include <rocksdb/db.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace idem::testing {
+
+// A fresh directory under the system temp dir, removed with the object.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& tag = "t") {
+    static std::atomic<int> n{0};
+    path_ = std::filesystem::temp_directory_path() /
+            ("idem-rocksdb-" + tag + "-" + std::to_string(::getpid()) + "-" + std::to_string(n.fetch_add(1)));
+    std::filesystem::remove_all(path_);
+    std::filesystem::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::permissions(path_, std::filesystem::perms::owner_all, ec);
+    std::filesystem::remove_all(path_, ec);
+  }
+  std::string str() const { return path_.string(); }
+  std::string sub(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// Every key → value of column family `cf` of the database at `path`, read-only.
+// Empty if the database or the column family does not exist.
+inline std::map<std::string, std::string> raw_read_all(const std::string& path, const std::string& cf) {
+  std::map<std::string, std::string> out;
+  std::vector<std::string> names;
+  if (!::rocksdb::DB::ListColumnFamilies(::rocksdb::DBOptions(), path, &names).ok()) return out;
+  std::vector<::rocksdb::ColumnFamilyDescriptor> descs;
+  for (const auto& n : names) descs.emplace_back(n, ::rocksdb::ColumnFamilyOptions());
+  std::vector<::rocksdb::ColumnFamilyHandle*> handles;
+  ::rocksdb::DB* db = nullptr;
+  if (!::rocksdb::DB::OpenForReadOnly(::rocksdb::DBOptions(), path, descs, &handles, &db).ok()) return out;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    if (names[i] != cf) continue;
+    std::unique_ptr<::rocksdb::Iterator> it(db->NewIterator(::rocksdb::ReadOptions(), handles[i]));
+    for (it->SeekToFirst(); it->Valid(); it->Next()) out[it->key().ToString()] = it->value().ToString();
+  }
+  for (auto* h : handles) (void)db->DestroyColumnFamilyHandle(h);
+  delete db;
+  return out;
+}
+
+}  // namespace idem::testing
