@@ -77,8 +77,10 @@ struct ConsumerOptions {
 
   // Run store->purge_expired(now, purge_batch) after every purge_every commits, so
   // expired records go in small bounded steps. 0 disables; default every 1000.
+  // Keep purge_batch >= purge_every: a store whose records expire as fast as they
+  // arrive needs that many removals per step to stay bounded. Default 1024.
   std::size_t purge_every = 1000;
-  std::size_t purge_batch = 256;
+  std::size_t purge_batch = 1024;
 
   std::shared_ptr<Clock> clock;            // null: the system clock
   std::shared_ptr<spdlog::logger> logger;  // null: silent

@@ -20,8 +20,13 @@ constexpr std::string_view kCreate =
     "  result BLOB,"
     "  retries INTEGER NOT NULL DEFAULT 0,"
     "  expires_ms INTEGER NOT NULL"
-    ") WITHOUT ROWID;"
-    "CREATE INDEX idem_records_expires ON idem_records(expires_ms);";
+    ") WITHOUT ROWID;";
+// An index on expires_ms that files written before the rotating purge scan carry: it
+// costs a second b-tree write per record and nothing reads it any more.
+constexpr std::string_view kHasExpiresIndex =
+    "SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = 'idem_records_expires'"
+    " AND tbl_name = 'idem_records'";
+constexpr std::string_view kDropExpiresIndex = "DROP INDEX idem_records_expires";
 
 // Runs one statement of SQL text (open-time only). Returns its SQLite result code.
 int exec(sqlite3* db, const char* sql) { return sqlite3_exec(db, sql, nullptr, nullptr, nullptr); }
@@ -44,6 +49,25 @@ std::string join(const std::set<std::string>& names) {
   std::string out;
   for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
   return out;
+}
+
+// Drops the old expiry index on idem_records, if the file has one. REQUIRES: inside a
+// write transaction.
+Status drop_expires_index(sqlite3* db, const std::string& path) {
+  bool present = false;
+  {
+    Statement s;
+    if (int rc = s.prepare(db, kHasExpiresIndex); rc != SQLITE_OK)
+      return sqlite_status(rc, db, "reading the layout", path);
+    Use u(s);
+    const int rc = u.step();
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) return sqlite_status(rc, db, "reading the layout", path);
+    present = rc == SQLITE_ROW;
+  }
+  if (!present) return Status::ok();
+  if (int rc = exec(db, std::string(kDropExpiresIndex).c_str()); rc != SQLITE_OK)
+    return sqlite_status(rc, db, "dropping the unused expiry index", path);
+  return Status::ok();
 }
 
 // REQUIRES: inside a write transaction.
@@ -94,6 +118,7 @@ Status check_or_create(sqlite3* db, const std::string& path) {
 Status ensure_schema(sqlite3* db, const std::string& path) {
   if (int rc = exec(db, "BEGIN IMMEDIATE"); rc != SQLITE_OK) return sqlite_status(rc, db, "opening", path);
   Status s = check_or_create(db, path);
+  if (s.is_ok()) s = drop_expires_index(db, path);
   if (s.is_ok()) {
     if (int rc = exec(db, "COMMIT"); rc != SQLITE_OK) s = sqlite_status(rc, db, "creating the idem tables", path);
   }

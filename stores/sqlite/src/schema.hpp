@@ -3,7 +3,8 @@
 //   idem_meta(key TEXT PRIMARY KEY, value)          'schema_version' → kSchemaVersion
 //   idem_records(id BLOB PRIMARY KEY, state, owner, lease_until_ms, fingerprint,
 //                result, retries, expires_ms) WITHOUT ROWID
-//   idem_records_expires ON idem_records(expires_ms)   for purge_expired
+//   no secondary index: purge_expired scans the primary key in rotation. An older
+//   file's idem_records_expires index is dropped at open.
 //
 // Record states (column `state`): see RowState. Other tables in the file are the
 // user's (transactional mode) and are never touched.

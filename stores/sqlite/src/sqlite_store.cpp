@@ -2,7 +2,9 @@
 // their batch forms and purge_expired.
 #include <algorithm>
 #include <array>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "schema.hpp"
 #include "sqlite_store_impl.hpp"
@@ -38,10 +40,19 @@ constexpr std::string_view kExtendLease =
     "UPDATE idem_records SET lease_until_ms = ?2,"
     " expires_ms = CASE WHEN retries > 0 THEN expires_ms ELSE ?2 END WHERE id = ?1";
 constexpr std::string_view kDeleteRow = "DELETE FROM idem_records WHERE id = ?1";
-constexpr std::string_view kPurge =
-    "DELETE FROM idem_records WHERE id IN"
-    " (SELECT id FROM idem_records WHERE expires_ms <= ?1 AND NOT (state = 1 AND lease_until_ms > ?1)"
-    " ORDER BY expires_ms LIMIT ?2)";
+// The purge scan: up to ?3 rows in id order, each with whether it is expired at ?1 =
+// now (an abandoned shared lease included; a live one is not). kScanAfter starts after
+// the cursor ?2, kScanFrom at the first row, kScanUpTo from the first row up to and
+// including the cursor ?2 (the wrapped part of a sweep).
+constexpr std::string_view kScanAfter =
+    "SELECT id, expires_ms <= ?1 AND NOT (state = 1 AND lease_until_ms > ?1) FROM idem_records"
+    " WHERE id > ?2 ORDER BY id LIMIT ?3";
+constexpr std::string_view kScanFrom =
+    "SELECT id, expires_ms <= ?1 AND NOT (state = 1 AND lease_until_ms > ?1) FROM idem_records"
+    " ORDER BY id LIMIT ?3";
+constexpr std::string_view kScanUpTo =
+    "SELECT id, expires_ms <= ?1 AND NOT (state = 1 AND lease_until_ms > ?1) FROM idem_records"
+    " WHERE id <= ?2 ORDER BY id LIMIT ?3";
 
 bool is_done_state(int state) { return state == kRowCompleted || state == kRowDeadLettered; }
 
@@ -80,7 +91,9 @@ Status SqliteStore::prepare() {
       {&upsert_lease_, kUpsertLease},
       {&extend_lease_, kExtendLease},
       {&delete_row_, kDeleteRow},
-      {&purge_, kPurge},
+      {&scan_after_, kScanAfter},
+      {&scan_from_, kScanFrom},
+      {&scan_up_to_, kScanUpTo},
   };
   for (const auto& [stmt, sql] : all) {
     if (int rc = stmt->prepare(conn_.db, sql); rc != SQLITE_OK) {
@@ -470,21 +483,64 @@ StatusOr<std::optional<RecordInfo>> SqliteStore::inspect(std::string_view id, Ti
   return std::optional<RecordInfo>(std::move(info));
 }
 
+StatusOr<std::size_t> SqliteStore::purge_rows(std::int64_t now, std::size_t max, std::size_t scan_limit,
+                                              std::optional<std::string>& next_cursor) {
+  std::vector<std::string> expired;
+  std::optional<std::string> last;  // the last row read
+  std::size_t scanned = 0;
+  // Reads the rows of `s` in id order until max are expired or scan_limit rows are
+  // read. Returns whether it read its whole range.
+  auto scan = [&](const Statement& s) -> StatusOr<bool> {
+    Use u(s);
+    u.i64(1, now).blob(2, purge_cursor_ ? std::optional<std::string_view>(*purge_cursor_) : std::nullopt);
+    const std::size_t limit = scan_limit - scanned;
+    u.i64(3, static_cast<std::int64_t>(limit));
+    std::size_t read = 0;
+    int rc = SQLITE_DONE;
+    while (expired.size() < max && (rc = u.step()) == SQLITE_ROW) {
+      ++read;
+      last = u.column_blob(0);
+      if (u.column_i64(1) != 0) expired.push_back(*last);
+    }
+    scanned += read;
+    if (expired.size() >= max) return false;
+    if (rc != SQLITE_DONE) return error(rc, "scanning for expired records in");
+    return read < limit;
+  };
+  // One sweep goes from the cursor to the last row, then wraps to the first row and
+  // goes up to the cursor.
+  StatusOr<bool> swept = scan(purge_cursor_ ? scan_after_ : scan_from_);
+  if (swept.ok() && *swept && purge_cursor_) swept = scan(scan_up_to_);
+  if (!swept.ok()) return swept.status();
+  for (const auto& id : expired) {
+    Use u(delete_row_);
+    u.blob(1, std::string_view(id));
+    if (int rc = u.step(); rc != SQLITE_DONE) return error(rc, "purging");
+  }
+  // After a whole table, the next call starts at the first row; else after the last read.
+  next_cursor = *swept ? std::nullopt : std::move(last);
+  return expired.size();
+}
+
 StatusOr<std::size_t> SqliteStore::purge_expired(TimePoint now, std::size_t max_records) {
   if (max_records == 0) return std::size_t{0};
+  const std::int64_t now_ms = to_unix_ms(now);
+  constexpr std::size_t kScanFactor = 8;  // rows read per record the call may remove
+  constexpr std::size_t kScanMin = 64;    // and at least this many
+  constexpr std::size_t kScanMax = static_cast<std::size_t>(INT64_MAX);
+  const std::size_t scan_limit =
+      max_records > (kScanMax - kScanMin) / kScanFactor ? kScanMax : kScanFactor * max_records + kScanMin;
   std::lock_guard lock(mu_);
   WriteScope w(*this);
   if (Status s = w.start(); !s.is_ok()) return s;
-  {
-    Use u(purge_);
-    u.i64(1, to_unix_ms(now)).i64(2, static_cast<std::int64_t>(std::min<std::size_t>(max_records, INT64_MAX)));
-    if (int rc = u.step(); rc != SQLITE_DONE) return error(rc, "purging");
-  }
-  auto removed = static_cast<std::size_t>(sqlite3_changes(conn_.db));
+  std::optional<std::string> next_cursor;
+  auto removed = purge_rows(now_ms, max_records, scan_limit, next_cursor);
+  if (!removed.ok()) return removed.status();
   if (Status s = w.finish(); !s.is_ok()) return s;
+  purge_cursor_ = std::move(next_cursor);
   // Expired local leases are records too (an abandoned claim).
-  if (!shared() && removed < max_records) removed += purge_leases(to_unix_ms(now), max_records - removed);
-  return removed;
+  if (!shared() && *removed < max_records) *removed += purge_leases(now_ms, max_records - *removed);
+  return *removed;
 }
 
 }  // namespace idem::sqlite::detail

@@ -118,17 +118,25 @@ class SqliteStore final : public Store, public std::enable_shared_from_this<Sqli
   // leases=local: drops up to `max` expired leases, examining O(max) buckets and
   // entries from where the previous call stopped. Returns how many it dropped.
   std::size_t purge_leases(std::int64_t now, std::size_t max);
+  // REQUIRES: a write transaction. Reads at most scan_limit rows in id order from
+  // purge_cursor_ (wrapping to the first row once past the last, never reading a row
+  // twice) and deletes those expired at `now`, at most `max`. Sets next_cursor to
+  // where the next call goes on (nullopt: the first row). Returns how many it deleted.
+  StatusOr<std::size_t> purge_rows(std::int64_t now, std::size_t max, std::size_t scan_limit,
+                                   std::optional<std::string>& next_cursor);
 
   Connection conn_;  // declared first: closed after the statements are finalized
   Options options_;
   std::recursive_mutex mu_;
   LeaseMap leases_;             // LeaseMode::kLocal only
   std::size_t lease_cursor_ = 0;  // the bucket of leases_ where purge_leases goes on
+  // The rotating purge scan goes on after this id; nullopt: at the first row.
+  std::optional<std::string> purge_cursor_;
 
   Statement begin_immediate_, begin_read_, commit_, rollback_;
   Statement savepoint_, release_savepoint_, rollback_savepoint_;
   Statement select_row_, insert_done_, update_done_, upsert_pending_, upsert_lease_, extend_lease_;
-  Statement delete_row_, purge_;
+  Statement delete_row_, scan_after_, scan_from_, scan_up_to_;
 };
 
 }  // namespace idem::sqlite::detail
