@@ -13,7 +13,7 @@ run_suite() {  # run_suite NAME CTEST_LABEL_REGEX [cmake args…]
   shift 2
   local dir="$IDEM_ROOT/build/$name"
   echo "== idem tests: $name build =="
-  idem_build "$dir" -DIDEM_BUILD_BENCH=OFF "$@"
+  idem_build "$dir" -DIDEM_BUILD_TESTS=ON -DIDEM_BUILD_BENCH=OFF "$@"
   (cd "$dir" && ctest --output-on-failure -j "$(nproc)" --timeout 600 ${labels:+-L "$labels"})
 }
 
@@ -24,7 +24,7 @@ else
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
   export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
   # Every test under ASan+UBSan.
-  run_suite asan "" -DIDEM_SANITIZE=address,undefined -DIDEM_BUILD_EXAMPLES=OFF
+  run_suite asan "" -DIDEM_SANITIZE=address,undefined -DIDEM_BUILD_EXAMPLES=ON
   # TSan on the code whose threads idem owns: the middleware, the conformance suite
   # (its concurrent claims) and the stores' own thread tests. Debian's RocksDB and
   # hiredis are not TSan-instrumented, so their binaries run under ASan only.
