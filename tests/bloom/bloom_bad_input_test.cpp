@@ -12,6 +12,8 @@
 #include "idem/bloom_store.hpp"
 #include "idem/open_store.hpp"
 
+#include "support/temp_dir.hpp"
+
 namespace idem {
 namespace {
 
@@ -20,23 +22,7 @@ using std::chrono::milliseconds;
 
 const TimePoint kT0 = from_unix_ms(1'700'000'000'000);
 
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> n{0};
-    path_ = fs::temp_directory_path() / ("idem-bloom-" + std::to_string(::getpid()) + "-" + std::to_string(n++));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string sub(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  fs::path path_;
-};
+using idem::testing::TempDir;
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -82,7 +68,7 @@ TEST(BloomBadInput, OptionsThatCannotBeMet) {
 }
 
 TEST(BloomSnapshot, RoundTripKeepsTheWindowAcrossARestart) {
-  TempDir dir;
+  TempDir dir{"bloom"};
   const std::string path = dir.sub("filters.snap");
   const bloom::Options o{.capacity = 10'000, .fp = 0.001, .window = milliseconds(60'000), .snapshot_path = path};
   {
@@ -111,7 +97,7 @@ TEST(BloomSnapshot, RoundTripKeepsTheWindowAcrossARestart) {
 }
 
 TEST(BloomSnapshot, BadSnapshotsAreRejectedAndLeftAsTheyWere) {
-  TempDir dir;
+  TempDir dir{"bloom"};
   const std::string path = dir.sub("filters.snap");
   const bloom::Options o{.capacity = 10'000, .fp = 0.001, .window = milliseconds(60'000), .snapshot_path = path};
   {
@@ -155,7 +141,7 @@ TEST(BloomSnapshot, BadSnapshotsAreRejectedAndLeftAsTheyWere) {
 }
 
 TEST(BloomSnapshot, UnwritableSnapshotIsAnErrorAndKeepsThePreviousFile) {
-  TempDir dir;
+  TempDir dir{"bloom"};
   auto nowhere = bloom::open({.capacity = 1000, .snapshot_path = dir.sub("missing-dir/filters.snap")});
   ASSERT_TRUE(nowhere.ok()) << "an absent snapshot is an empty window";
   Status s = bloom::snapshot(**nowhere);

@@ -12,6 +12,8 @@
 #include "idem/idem.hpp"
 #include "idem/open_store.hpp"
 
+#include "support/temp_dir.hpp"
+
 namespace idem {
 namespace {
 
@@ -22,23 +24,7 @@ const TimePoint kT0 = from_unix_ms(1'700'000'000'000);
 constexpr Duration kLease{10'000};
 constexpr Duration kTtl{3'600'000};
 
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> n{0};
-    path_ = fs::temp_directory_path() / ("idem-front-" + std::to_string(::getpid()) + "-" + std::to_string(n++));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string sub(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  fs::path path_;
-};
+using idem::testing::TempDir;
 
 ClaimResult claim(Store& s, std::string_view id, TimePoint now, std::string_view owner = "A") {
   auto c = s.claim({id, owner, kLease, std::nullopt, now});
@@ -47,7 +33,7 @@ ClaimResult claim(Store& s, std::string_view id, TimePoint now, std::string_view
 }
 
 TEST(BloomFront, WarmsFromTheDurableStoreAndSkipsReadsForNewIds) {
-  TempDir dir;
+  TempDir dir{"front"};
   const std::string path = dir.sub("db");
   {
     auto plain = open_store("rocksdb:" + path);
@@ -76,7 +62,7 @@ TEST(BloomFront, WarmsFromTheDurableStoreAndSkipsReadsForNewIds) {
 }
 
 TEST(BloomFront, FalsePositivesGoToTheDurableStoreAndNeverDropAMessage) {
-  TempDir dir;
+  TempDir dir{"front"};
   // A tiny, leaky filter: 1000 ids at 50%.
   auto s = testing::open_bloom_rocksdb({.path = dir.sub("db")}, {.capacity = 1000, .fp = 0.5, .generations = 1});
   ASSERT_TRUE(s.ok()) << s.status().to_string();
@@ -91,7 +77,7 @@ TEST(BloomFront, FalsePositivesGoToTheDurableStoreAndNeverDropAMessage) {
 }
 
 TEST(BloomFront, OverloadedFilterStopsVouchingUntilDroppedRecordsExpire) {
-  TempDir dir;
+  TempDir dir{"front"};
   auto s = testing::open_bloom_rocksdb(
       {.path = dir.sub("db")}, {.capacity = 1000, .fp = 0.01, .window = milliseconds(60'000), .generations = 1});
   ASSERT_TRUE(s.ok());
@@ -114,7 +100,7 @@ TEST(BloomFront, OverloadedFilterStopsVouchingUntilDroppedRecordsExpire) {
 }
 
 TEST(BloomFront, TransactionalModeKeepsTheRocksdbBatchAndTeachesTheFilter) {
-  TempDir dir;
+  TempDir dir{"front"};
   auto s = testing::open_bloom_rocksdb({.path = dir.sub("db"), .user_column_families = {"orders"}},
                                        {.capacity = 10'000, .fp = 0.001});
   ASSERT_TRUE(s.ok());
@@ -142,7 +128,7 @@ TEST(BloomFront, TransactionalModeKeepsTheRocksdbBatchAndTeachesTheFilter) {
 }
 
 TEST(BloomFront, BatchesMixSkippedAndReadClaimsInOrder) {
-  TempDir dir;
+  TempDir dir{"front"};
   auto s = open_store("bloom+rocksdb:" + dir.sub("db") + "?capacity=10000");
   ASSERT_TRUE(s.ok());
   ASSERT_TRUE((*s)->commit({"done", "B", std::nullopt, kT0, kTtl, "r"}).is_ok());
@@ -173,7 +159,7 @@ namespace {
 // sqlite: offers the filter no claim-without-read and no record scan, so the front
 // filter is correct but never vouches: every claim reads the durable store.
 TEST(BloomFront, OverSqliteIsCorrectAndReadsEveryClaim) {
-  TempDir dir;
+  TempDir dir{"front"};
   const std::string path = dir.sub("idem.db");
   {
     auto s = open_store("bloom+sqlite:" + path + "?capacity=10000&fp=0.01");

@@ -2,7 +2,6 @@
 #pragma once
 
 #include <rocksdb/db.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <filesystem>
@@ -11,29 +10,11 @@
 #include <string>
 #include <vector>
 
+#include "support/temp_dir.hpp"
+
 namespace idem::testing {
 
-// A fresh directory under the system temp dir, removed with the object.
-class TempDir {
- public:
-  explicit TempDir(const std::string& tag = "t") {
-    static std::atomic<int> n{0};
-    path_ = std::filesystem::temp_directory_path() /
-            ("idem-rocksdb-" + tag + "-" + std::to_string(::getpid()) + "-" + std::to_string(n.fetch_add(1)));
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::permissions(path_, std::filesystem::perms::owner_all, ec);
-    std::filesystem::remove_all(path_, ec);
-  }
-  std::string str() const { return path_.string(); }
-  std::string sub(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  std::filesystem::path path_;
-};
+// TempDir (tests/support/temp_dir.hpp) names its directories idem-rocksdb-<tag>-…
 
 // Every key → value of column family `cf` of the database at `path`, read-only.
 // Empty if the database or the column family does not exist.
