@@ -21,4 +21,15 @@ StatusOr<std::unique_ptr<StoreTransaction>> Store::begin(TimePoint) {
   return failed_precondition("this store is not transactional");
 }
 
+namespace {
+Status no_entities() { return failed_precondition("this store keeps no entity records or reorder buffer"); }
+}  // namespace
+
+StatusOr<EntityRecord> Store::read_entity(std::string_view) { return no_entities(); }
+Status Store::write_entity(const EntityWrite&) { return no_entities(); }
+Status Store::buffer_put(const BufferPut&) { return no_entities(); }
+StatusOr<std::vector<BufferEntry>> Store::buffer_read(std::string_view, std::size_t) { return no_entities(); }
+Status Store::buffer_remove(std::string_view, std::uint64_t) { return no_entities(); }
+StatusOr<BufferSummary> Store::buffer_summary(std::size_t) { return no_entities(); }
+
 }  // namespace idem

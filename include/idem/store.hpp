@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "idem/clock.hpp"
+#include "idem/entity.hpp"
 #include "idem/status.hpp"
 
 namespace idem {
@@ -31,6 +32,9 @@ struct StoreCapabilities {
   // probabilistic stores: the configured rate of "completed" answers for ids never
   // committed (each is a new message dropped as a duplicate); 0 otherwise.
   double false_positive_rate = 0.0;
+  // Keeps entity records and the reorder buffer (entity.hpp): required by ordering
+  // modes other than watermark and by state machines.
+  bool entities = false;
 };
 
 enum class ClaimStatus {
@@ -46,6 +50,11 @@ struct ClaimRequest {
   Duration lease{0};                    // REQUIRES: > 0
   std::optional<std::uint64_t> fingerprint;  // payload hash; nullopt: do not compare
   TimePoint now;
+  // Set: a granted claim also returns this key's entity record (ClaimResult::entity),
+  // read in the same step as the claim. A caller that sets it for an id sets the same
+  // key on every claim, release, extend and commit of that id (a store may place the
+  // id's record by it, e.g. in the entity's Redis Cluster slot).
+  std::optional<std::string_view> entity_key;
 };
 
 struct ClaimResult {
@@ -55,6 +64,7 @@ struct ClaimResult {
   bool dead_lettered = false;         // kCompleted: the record marks a dead-lettered id
   std::string owner;                  // kInProgress: the lease holder
   Duration lease_left{0};             // kInProgress: time until the lease expires
+  EntityRecord entity;                // kNew with ClaimRequest::entity_key: its record
 
   static ClaimResult granted(std::uint32_t retries) {
     ClaimResult r;
@@ -76,6 +86,10 @@ enum class Outcome {
 // Marks an id done. Succeeds iff the id is not completed and no other owner holds an
 // unexpired lease on it (an expired lease of the caller itself is still accepted).
 // On success the record is done until now + ttl and its retry count is cleared.
+// With `entity` set, the entity write (entity.hpp) is part of the same atomic step:
+// if its revision check fails, nothing is written and commit returns kAborted.
+// REQUIRES: capabilities().entities when `entity` is set (the consumer refuses to
+// build ordering or a state machine over a store without them).
 struct CommitRequest {
   std::string_view id;
   std::string_view owner;
@@ -84,6 +98,10 @@ struct CommitRequest {
   Duration ttl{0};                         // REQUIRES: > 0
   std::optional<std::string_view> result;  // stored and returned to duplicates
   Outcome outcome = Outcome::kProcessed;
+  std::optional<EntityWrite> entity;
+  // The entity key the claim carried, if any (as in ReleaseRequest); with `entity`
+  // set, REQUIRES: equal to entity->key.
+  std::optional<std::string_view> entity_key;
 };
 
 // Gives up a lease held by `owner` (no-op if it does not hold it) and, iff
@@ -95,6 +113,8 @@ struct ReleaseRequest {
   bool count_retry = false;
   TimePoint now;
   Duration retry_ttl{0};  // REQUIRES: > 0 when count_retry
+  // The entity key the claim carried, if any (a store may place an id's record by it).
+  std::optional<std::string_view> entity_key;
 };
 
 // Moves the lease expiry of a lease held by `owner` to now + lease.
@@ -103,6 +123,7 @@ struct ExtendRequest {
   std::string_view owner;
   Duration lease{0};
   TimePoint now;
+  std::optional<std::string_view> entity_key;  // as in ReleaseRequest
 };
 
 enum class RecordState { kPending, kInProgress, kCompleted, kDeadLettered };
@@ -167,6 +188,24 @@ class Store {
 
   // Opens a write transaction (transactional backends). Default: kFailedPrecondition.
   virtual StatusOr<std::unique_ptr<StoreTransaction>> begin(TimePoint now);
+
+  // --- entity records and the reorder buffer (capabilities().entities) ------------
+  // Stores without them return kFailedPrecondition from each (the defaults).
+
+  // Returns the record of key (revision 0 if it has none).
+  virtual StatusOr<EntityRecord> read_entity(std::string_view key);
+  // Applies `write` alone (no dedup record). Returns kAborted if the revision moved.
+  virtual Status write_entity(const EntityWrite& write);
+  // Stores an entry durably. Idempotent: OK if (key, version) already holds the same
+  // id. Returns kFailedPrecondition if it holds another id, kResourceExhausted
+  // (naming the limit) if the entry would exceed put.limits; nothing is stored then.
+  virtual Status buffer_put(const BufferPut& put);
+  // Returns up to max entries of key, by ascending version.
+  virtual StatusOr<std::vector<BufferEntry>> buffer_read(std::string_view key, std::size_t max);
+  // Removes the entry (key, version); OK if absent.
+  virtual Status buffer_remove(std::string_view key, std::uint64_t version);
+  // Returns the totals and up to max_keys keys with entries, oldest first.
+  virtual StatusOr<BufferSummary> buffer_summary(std::size_t max_keys);
 
   // Removes up to max_records expired records. Returns how many were removed.
   // Backends with native TTL return 0. Bounded work: safe to call from a hot loop.

@@ -8,13 +8,13 @@
 #include <unordered_map>
 #include <vector>
 
+#include "memory_entities.hpp"
+
 namespace idem {
 namespace {
 
-struct StringHash {
-  using is_transparent = void;
-  std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
-};
+using memory_detail::Entities;
+using memory_detail::StringHash;
 
 struct Record {
   RecordState state = RecordState::kPending;
@@ -52,7 +52,9 @@ class Shard {
 
   explicit Shard(std::size_t cap) : cap_(cap) {}
 
-  ClaimResult claim(const ClaimRequest& q) {
+  // With q.entity_key, a granted claim reads the key's record from `entities` while
+  // this shard is locked.
+  ClaimResult claim(const ClaimRequest& q, Entities& entities) {
     const std::int64_t now = to_unix_ms(q.now);
     std::lock_guard lock(mu_);
     auto it = map_.find(q.id);
@@ -84,22 +86,32 @@ class Shard {
     r->lease_until_ms = now + q.lease.count();
     r->fingerprint = q.fingerprint;
     r->result.reset();
-    return ClaimResult::granted(r->retries);
+    ClaimResult granted = ClaimResult::granted(r->retries);
+    if (q.entity_key) {
+      auto held = entities.lock(*q.entity_key);
+      granted.entity = entities.read_locked(*q.entity_key);
+    }
+    return granted;
   }
 
-  Status commit(const CommitRequest& q) {
+  // With q.entity, the entity write is checked and applied under this shard's lock and
+  // the key's stripe lock together: all of it lands, or nothing does.
+  Status commit(const CommitRequest& q, Entities& entities) {
     const std::int64_t now = to_unix_ms(q.now);
     std::lock_guard lock(mu_);
     auto it = map_.find(q.id);
-    Record* r = nullptr;
-    if (it == map_.end()) {
-      r = &insert(q.id, now);
-    } else {
-      r = &it->second;
-      if (done(*r, now)) return failed_precondition("id is already completed");
-      if (leased(*r, now) && owners_[r->owner] != q.owner)
-        return failed_precondition("lease is held by " + owners_[r->owner]);
+    if (it != map_.end()) {
+      const Record& existing = it->second;
+      if (done(existing, now)) return failed_precondition("id is already completed");
+      if (leased(existing, now) && owners_[existing.owner] != q.owner)
+        return failed_precondition("lease is held by " + owners_[existing.owner]);
     }
+    std::unique_lock<std::mutex> entity_lock;
+    if (q.entity) {
+      entity_lock = entities.lock(q.entity->key);
+      if (Status s = entities.check_locked(*q.entity); !s.is_ok()) return s;
+    }
+    Record* r = it == map_.end() ? &insert(q.id, now) : &it->second;
     r->state = q.outcome == Outcome::kDeadLettered ? RecordState::kDeadLettered : RecordState::kCompleted;
     r->owner = 0;
     r->retries = 0;
@@ -111,6 +123,7 @@ class Shard {
     } else {
       r->result.reset();
     }
+    if (q.entity) entities.apply_locked(*q.entity);
     return Status::ok();
   }
 
@@ -247,21 +260,29 @@ class Shard {
 
 class MemoryStore final : public Store {
  public:
-  explicit MemoryStore(const MemoryStoreOptions& o) {
+  explicit MemoryStore(const MemoryStoreOptions& o) : entities_(o.shards) {
     const std::size_t per = (o.max_records + o.shards - 1) / o.shards;
     shards_.reserve(o.shards);
     for (std::size_t i = 0; i < o.shards; ++i) shards_.push_back(std::make_unique<Shard>(per));
   }
 
-  StoreCapabilities capabilities() const override { return {}; }
+  StoreCapabilities capabilities() const override {
+    StoreCapabilities c;
+    c.entities = true;
+    return c;
+  }
 
   StatusOr<ClaimResult> claim(const ClaimRequest& q) override {
     if (q.id.empty()) return invalid_argument("claim: empty id");
-    return shard(q.id).claim(q);
+    if (q.entity_key && q.entity_key->empty()) return invalid_argument("claim: empty entity key");
+    return shard(q.id).claim(q, entities_);
   }
   Status commit(const CommitRequest& q) override {
     if (q.id.empty()) return invalid_argument("commit: empty id");
-    return shard(q.id).commit(q);
+    if (q.entity) {
+      if (Status s = memory_detail::validate(*q.entity); !s.is_ok()) return s;
+    }
+    return shard(q.id).commit(q, entities_);
   }
   StatusOr<std::uint32_t> release(const ReleaseRequest& q) override { return shard(q.id).release(q); }
   Status extend(const ExtendRequest& q) override { return shard(q.id).extend(q); }
@@ -279,12 +300,31 @@ class MemoryStore final : public Store {
     return removed;
   }
 
+  StatusOr<EntityRecord> read_entity(std::string_view key) override {
+    if (key.empty()) return invalid_argument("read_entity: empty key");
+    return entities_.read(key);
+  }
+  Status write_entity(const EntityWrite& w) override {
+    if (Status s = memory_detail::validate(w); !s.is_ok()) return s;
+    return entities_.write(w);
+  }
+  Status buffer_put(const BufferPut& p) override { return entities_.put(p); }
+  StatusOr<std::vector<BufferEntry>> buffer_read(std::string_view key, std::size_t max) override {
+    return entities_.read_buffer(key, max);
+  }
+  Status buffer_remove(std::string_view key, std::uint64_t version) override {
+    entities_.remove(key, version);
+    return Status::ok();
+  }
+  StatusOr<BufferSummary> buffer_summary(std::size_t max_keys) override { return entities_.summary(max_keys); }
+
  private:
   static constexpr std::size_t kScanFactor = 4;  // entries examined per record to remove
   static constexpr std::size_t kScanMin = 64;    // and at least this many
 
   Shard& shard(std::string_view id) { return *shards_[std::hash<std::string_view>{}(id) % shards_.size()]; }
   std::vector<std::unique_ptr<Shard>> shards_;
+  Entities entities_;  // locked after an id shard, never before
 };
 
 }  // namespace

@@ -4,11 +4,17 @@
 //   membership_only     a committed id is only "done": no result, no fingerprint, no
 //                       dead-letter mark;
 //   fixed_retention     ids are remembered for the window, not the commit's ttl;
-//   no fault hook       a commit is one filter insert under a lock.
+//   no fault hook       a commit is one filter insert under a lock;
+//   no entities         entity records and the reorder buffer are refused.
 // Leases, retry counts and the exactly-one-winner promise are exact and tested as for
 // every store. Not durable: the suite checks that a reopened store works.
+//
+// Also a front filter over memory: (BloomMemory), whose read-free claim hook knows no
+// entities, so that the suite checks that the filter sends every claim with an entity
+// key, and every entity method, to the store behind it.
 #include "conformance/store_conformance.hpp"
 #include "idem/bloom_store.hpp"
+#include "idem/memory_store.hpp"
 
 namespace idem::conformance {
 namespace {
@@ -34,6 +40,7 @@ StoreFactory bloom_factory(std::string name, bloom::Options o) {
   f.capabilities.false_positive_rate = o.fp;
   f.capabilities.membership_only = true;
   f.capabilities.fixed_retention = o.window;
+  f.capabilities.entities = false;  // no entity records or reorder buffer
   f.capabilities.fault_hook = false;
   f.capabilities.no_fault_hook_reason =
       "bloom: a commit is one insert into the newest in-memory filter under a lock; no step can fail midway";
@@ -48,6 +55,42 @@ INSTANTIATE_TEST_SUITE_P(
                       bloom_factory("one_small_generation",
                                     {.capacity = 1000, .fp = 0.01, .window = kSuiteTtl, .generations = 1})),
     factory_name);
+
+// Each open() is a new, empty memory store behind a new filter.
+class FrontMemoryLocation final : public StoreLocation {
+ public:
+  StatusOr<std::shared_ptr<Store>> open(FaultHook) override {
+    auto durable = open_memory_store();
+    if (!durable.ok()) return durable.status();
+    Store* raw = durable->get();
+    bloom::DurableHooks hooks;
+    // Answers like memory's claim, but never reads an entity record (as a store's
+    // read-free claim need not): a claim with an entity key must not come here.
+    hooks.claim_absent = [raw](const ClaimRequest& q) {
+      ClaimRequest without_entity = q;
+      without_entity.entity_key.reset();
+      return raw->claim(without_entity);
+    };
+    // The store is new and empty: there is nothing to warm from, so the filter vouches.
+    hooks.for_each_record = [](const std::function<void(std::string_view, TimePoint)>&) { return Status::ok(); };
+    return bloom::open_front(*durable, {.capacity = 10'000, .fp = 0.01}, std::move(hooks));
+  }
+};
+
+StoreFactory front_memory_factory() {
+  StoreFactory f;
+  f.name = "front_memory";
+  f.capabilities.durable = false;
+  f.capabilities.shared = false;
+  f.capabilities.probabilistic = false;  // positives are confirmed by memory
+  f.capabilities.entities = true;        // memory's, through the filter
+  f.capabilities.fault_hook = false;
+  f.capabilities.no_fault_hook_reason = "memory: no step of its commit can fail midway, so it has no fault points";
+  f.new_location = [] { return std::make_unique<FrontMemoryLocation>(); };
+  return f;
+}
+
+INSTANTIATE_TEST_SUITE_P(BloomMemory, StoreConformance, ::testing::Values(front_memory_factory()), factory_name);
 
 }  // namespace
 }  // namespace idem::conformance

@@ -46,6 +46,7 @@ StoreFactory front_factory(std::string name, bloom::Options filter) {
   f.capabilities.durable = true;
   f.capabilities.shared = false;
   f.capabilities.probabilistic = false;  // positives are confirmed by the durable store
+  f.capabilities.entities = true;  // rocksdb's, through the filter
   f.capabilities.fault_hook = true;      // rocksdb's, inside the durable commit
   f.new_location = [filter] { return std::make_unique<FrontLocation>(filter); };
   return f;

@@ -48,6 +48,7 @@ StoreFactory front_sqlite_factory() {
   f.capabilities.durable = true;
   f.capabilities.shared = false;
   f.capabilities.probabilistic = false;
+  f.capabilities.entities = true;  // sqlite's, through the filter
   f.capabilities.fault_hook = true;  // sqlite's, inside the durable commit
   f.new_location = [] { return std::make_unique<FrontSqliteLocation>(); };
   return f;

@@ -21,9 +21,11 @@ StoreFactory memory_factory(std::string name, MemoryStoreOptions o) {
   f.capabilities.durable = false;
   f.capabilities.shared = false;
   f.capabilities.probabilistic = false;
+  f.capabilities.entities = true;
   f.capabilities.fault_hook = false;
   f.capabilities.no_fault_hook_reason =
-      "memory: commits under one shard mutex with no intermediate step that can fail, so it has no fault points";
+      "memory: a commit (with its entity write) runs under its id shard's and entity key's mutexes with no "
+      "intermediate step that can fail, so it has no fault points";
   f.new_location = [o] { return std::make_unique<MemoryLocation>(o); };
   return f;
 }

@@ -50,6 +50,7 @@ StoreFactory sqlite_factory(std::string name, sqlite::LeaseMode mode) {
   f.capabilities.shared = mode == sqlite::LeaseMode::kShared;
   f.capabilities.probabilistic = false;
   f.capabilities.fault_hook = true;
+  f.capabilities.entities = true;
   f.new_location = [mode] { return std::make_unique<SqliteLocation>(mode); };
   return f;
 }

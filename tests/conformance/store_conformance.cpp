@@ -74,7 +74,7 @@ std::shared_ptr<Store> StoreConformance::open_second() {
 
 ClaimRequest StoreConformance::claim_req(std::string_view id, std::string_view owner, TimePoint now,
                                          std::optional<std::uint64_t> fp) const {
-  return ClaimRequest{id, owner, kLease, fp, now};
+  return ClaimRequest{id, owner, kLease, fp, now, std::nullopt};
 }
 
 CommitRequest StoreConformance::commit_req(std::string_view id, std::string_view owner, TimePoint now,
@@ -91,7 +91,7 @@ CommitRequest StoreConformance::commit_req(std::string_view id, std::string_view
 
 ReleaseRequest StoreConformance::release_req(std::string_view id, std::string_view owner, TimePoint now,
                                              bool count_retry) const {
-  return ReleaseRequest{id, owner, count_retry, now, kRetryTtl};
+  return ReleaseRequest{id, owner, count_retry, now, kRetryTtl, std::nullopt};
 }
 
 ClaimResult StoreConformance::claim_ok(const ClaimRequest& r) {
@@ -101,16 +101,24 @@ ClaimResult StoreConformance::claim_ok(const ClaimRequest& r) {
 }
 
 bool StoreConformance::claim_new(std::string_view id, std::string_view owner, TimePoint now,
-                                 std::optional<std::uint64_t> fp) {
-  ClaimResult c = claim_ok(claim_req(id, owner, now, fp));
+                                 std::optional<std::uint64_t> fp, std::optional<std::string_view> entity_key) {
+  ClaimRequest q = claim_req(id, owner, now, fp);
+  q.entity_key = entity_key;
+  ClaimResult c = claim_ok(q);
   if (caps().probabilistic && c.status == ClaimStatus::kCompleted) return false;
   EXPECT_EQ(c.status, ClaimStatus::kNew);
   EXPECT_EQ(c.retries, 0u);
   return c.status == ClaimStatus::kNew;
 }
 
-RecordInfo StoreConformance::inspect_live(std::string_view id, TimePoint now) {
-  auto r = store_->inspect(id, now);
+StatusOr<std::optional<RecordInfo>> StoreConformance::inspect(std::string_view id, TimePoint now,
+                                                               std::optional<std::string_view> entity_key) {
+  return GetParam().inspect ? GetParam().inspect(*store_, id, entity_key, now) : store_->inspect(id, now);
+}
+
+RecordInfo StoreConformance::inspect_live(std::string_view id, TimePoint now,
+                                          std::optional<std::string_view> entity_key) {
+  auto r = inspect(id, now, entity_key);
   EXPECT_TRUE(r.ok()) << r.status().to_string();
   if (!r.ok() || !r->has_value()) {
     ADD_FAILURE() << "no live record for id of " << id.size() << " bytes";
@@ -136,6 +144,7 @@ TEST_P(StoreConformance, CapabilitiesMatchWhatTheFactoryPromises) {
   EXPECT_EQ(c.durable, caps().durable);
   EXPECT_EQ(c.shared, caps().shared);
   EXPECT_EQ(c.probabilistic, caps().probabilistic);
+  EXPECT_EQ(c.entities, caps().entities);
   EXPECT_EQ(c.false_positive_rate, caps().false_positive_rate) << "the store states its rate";
   if (!caps().probabilistic) {
     EXPECT_EQ(caps().false_positive_rate, 0.0);
@@ -303,7 +312,7 @@ TEST_P(StoreConformance, ExtendOwnForeignAndExpired) {
   const TimePoint t0 = clock_.now();
   ASSERT_TRUE(claim_new("m", "A", t0));
   const TimePoint t1 = t0 + milliseconds(8000);
-  ASSERT_TRUE(store().extend({"m", "A", milliseconds(20'000), t1}).is_ok());
+  ASSERT_TRUE(store().extend({"m", "A", milliseconds(20'000), t1, std::nullopt}).is_ok());
   // Past the original expiry, the lease still holds.
   ClaimResult c = claim_ok(claim_req("m", "B", t0 + kLease + milliseconds(1)));
   EXPECT_EQ(c.status, ClaimStatus::kInProgress);
@@ -311,21 +320,21 @@ TEST_P(StoreConformance, ExtendOwnForeignAndExpired) {
   EXPECT_EQ(c.lease_left, (t1 + milliseconds(20'000)) - (t0 + kLease + milliseconds(1)));
   EXPECT_EQ(inspect_live("m", t1).lease_until, t1 + milliseconds(20'000));
 
-  Status foreign = store().extend({"m", "B", milliseconds(60'000), t1});
+  Status foreign = store().extend({"m", "B", milliseconds(60'000), t1, std::nullopt});
   EXPECT_EQ(foreign.code(), StatusCode::kFailedPrecondition) << foreign.to_string();
   EXPECT_EQ(inspect_live("m", t1).lease_until, t1 + milliseconds(20'000)) << "a foreign extend changes nothing";
 
   const TimePoint expired = t1 + milliseconds(20'001);
-  Status late = store().extend({"m", "A", milliseconds(60'000), expired});
+  Status late = store().extend({"m", "A", milliseconds(60'000), expired, std::nullopt});
   EXPECT_EQ(late.code(), StatusCode::kFailedPrecondition) << late.to_string();
   EXPECT_TRUE(claim_new("m", "B", expired)) << "a refused extend must not revive the lease";
 
-  Status unknown = store().extend({"never-claimed", "A", kLease, t0});
+  Status unknown = store().extend({"never-claimed", "A", kLease, t0, std::nullopt});
   EXPECT_EQ(unknown.code(), StatusCode::kFailedPrecondition) << unknown.to_string();
 
   ASSERT_TRUE(claim_new("done", "A", t0));
   ASSERT_TRUE(store().commit(commit_req("done", "A", t0)).is_ok());
-  Status completed = store().extend({"done", "A", kLease, t0 + milliseconds(1)});
+  Status completed = store().extend({"done", "A", kLease, t0 + milliseconds(1), std::nullopt});
   EXPECT_EQ(completed.code(), StatusCode::kFailedPrecondition) << completed.to_string();
 }
 
@@ -836,7 +845,7 @@ TEST_P(StoreConformance, ConcurrentClaimsGrantExactlyOneLease) {
       for (int i = 0; i < kIds; ++i) {
         if (i % 50 == 0) sync.arrive_and_wait();
         const std::string id = "race-" + std::to_string(i);
-        auto c = store_->claim({id, owner, kLease, std::nullopt, t0});
+        auto c = store_->claim({id, owner, kLease, std::nullopt, t0, std::nullopt});
         if (!c.ok()) {
           errors[t].fetch_add(1);
           continue;
@@ -968,7 +977,7 @@ TEST_P(StoreConformance, BinaryShortAndLongIdsAreDistinctKeys) {
   // Release, retry counts and extend work on binary ids too.
   const std::string bin = "\0\xff\0"s;
   ASSERT_TRUE(claim_new(bin, "A", t0));
-  ASSERT_TRUE(store().extend({bin, "A", kLease, t0 + milliseconds(1)}).is_ok());
+  ASSERT_TRUE(store().extend({bin, "A", kLease, t0 + milliseconds(1), std::nullopt}).is_ok());
   auto r = store().release(release_req(bin, "A", t0 + milliseconds(2), true));
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(*r, 1u);

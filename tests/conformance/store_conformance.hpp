@@ -14,6 +14,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <string_view>
@@ -66,6 +67,10 @@ struct FactoryCapabilities {
   // Bloom window). REQUIRES: equal to the suite's kTtl, so that the tests' expiry
   // checks hold; tests that commit with a shorter ttl check this retention instead.
   Duration fixed_retention{0};
+  // The store keeps entity records and the reorder buffer (entity.hpp) and says so in
+  // capabilities().entities. When false, every entity method must return
+  // kFailedPrecondition, and the entity tests assert exactly that instead.
+  bool entities = false;
 };
 
 struct StoreFactory {
@@ -73,6 +78,15 @@ struct StoreFactory {
   FactoryCapabilities capabilities;
   // Returns a new, empty location. Called once per test.
   std::function<std::unique_ptr<StoreLocation>()> new_location;
+  // Returns the live record of id at `now` (as Store::inspect), for an id whose every
+  // claim, release, extend and commit carried `entity_key` (nullopt: none did). A
+  // store that places an id's record by its entity key (store.hpp, ClaimRequest) reads
+  // it there. Default: Store::inspect, whatever the key.
+  std::function<StatusOr<std::optional<RecordInfo>>(Store&, std::string_view id,
+                                                    std::optional<std::string_view> entity_key, TimePoint now)>
+      inspect = [](Store& s, std::string_view id, std::optional<std::string_view>, TimePoint now) {
+        return s.inspect(id, now);
+      };
 };
 
 // Prints the factory's name in test output (instead of its bytes).
@@ -119,12 +133,19 @@ class StoreConformance : public ::testing::TestWithParam<StoreFactory> {
                            Outcome outcome = Outcome::kProcessed) const;
   ReleaseRequest release_req(std::string_view id, std::string_view owner, TimePoint now, bool count_retry) const;
 
-  // Claims `id` and requires kNew (a probabilistic store may instead answer a false
-  // positive: then returns false and the caller must not rely on the lease).
+  // Claims `id` (with `entity_key`, if set) and requires kNew (a probabilistic store
+  // may instead answer a false positive: then returns false and the caller must not
+  // rely on the lease).
   bool claim_new(std::string_view id, std::string_view owner, TimePoint now,
-                 std::optional<std::uint64_t> fp = std::nullopt);
+                 std::optional<std::uint64_t> fp = std::nullopt,
+                 std::optional<std::string_view> entity_key = std::nullopt);
   ClaimResult claim_ok(const ClaimRequest& r);
-  RecordInfo inspect_live(std::string_view id, TimePoint now);
+  // The factory's inspect of id (claimed with entity_key, if set) on the current handle.
+  StatusOr<std::optional<RecordInfo>> inspect(std::string_view id, TimePoint now,
+                                              std::optional<std::string_view> entity_key = std::nullopt);
+  // inspect() that requires a live record.
+  RecordInfo inspect_live(std::string_view id, TimePoint now,
+                          std::optional<std::string_view> entity_key = std::nullopt);
 
   // The result a duplicate carries under this factory: `r`, or nullopt for a
   // membership-only store.

@@ -21,7 +21,7 @@ class RedisBadInput : public ::testing::Test {
     ASSERT_NE(store_, nullptr);
   }
   ClaimRequest claim(std::string_view id, std::string_view owner) const {
-    return ClaimRequest{id, owner, Duration(10'000), std::nullopt, t0_};
+    return ClaimRequest{id, owner, Duration(10'000), std::nullopt, t0_, std::nullopt};
   }
   CommitRequest commit(std::string_view id, std::string_view owner) const {
     CommitRequest c;
@@ -38,8 +38,8 @@ class RedisBadInput : public ::testing::Test {
     EXPECT_EQ(c.status().code(), code) << c.status().to_string();
     EXPECT_NE(c.status().message().find(words), std::string::npos) << c.status().to_string();
     EXPECT_EQ(store_->commit(commit(id, "A")).code(), code);
-    EXPECT_EQ(store_->release({id, "A", true, t0_, Duration(1000)}).status().code(), code);
-    EXPECT_EQ(store_->extend({id, "A", Duration(1000), t0_}).code(), code);
+    EXPECT_EQ(store_->release({id, "A", true, t0_, Duration(1000), std::nullopt}).status().code(), code);
+    EXPECT_EQ(store_->extend({id, "A", Duration(1000), t0_, std::nullopt}).code(), code);
     EXPECT_EQ(store_->inspect(id, t0_).status().code(), code);
     auto batch = store_->claim_batch(std::vector<ClaimRequest>{claim("healthy-" + id, "A"), claim(id, "A")});
     ASSERT_TRUE(batch[0].ok()) << batch[0].status().to_string();
@@ -123,7 +123,7 @@ TEST(RedisAuth, PasswordsAndAclUsers) {
 
   auto good = open_store_uri("redis://:s3cret@127.0.0.1:" + port);
   ASSERT_TRUE(good.ok()) << good.status().to_string();
-  EXPECT_EQ((*good)->claim({"a", "A", Duration(1000), std::nullopt, t0})->status, ClaimStatus::kNew);
+  EXPECT_EQ((*good)->claim({"a", "A", Duration(1000), std::nullopt, t0, std::nullopt})->status, ClaimStatus::kNew);
 
   auto wrong = open_store_uri("redis://:nope@127.0.0.1:" + port);
   ASSERT_FALSE(wrong.ok());
@@ -138,7 +138,7 @@ TEST(RedisAuth, PasswordsAndAclUsers) {
   ASSERT_TRUE((*server)->command({"ACL", "SETUSER", "alice", "on", ">alice-pw", "~*", "+@all"}).ok());
   auto alice = open_store_uri("redis://alice:alice-pw@127.0.0.1:" + port);
   ASSERT_TRUE(alice.ok()) << alice.status().to_string();
-  EXPECT_EQ((*alice)->claim({"a", "B", Duration(1000), std::nullopt, t0})->status, ClaimStatus::kInProgress);
+  EXPECT_EQ((*alice)->claim({"a", "B", Duration(1000), std::nullopt, t0, std::nullopt})->status, ClaimStatus::kInProgress);
   auto bad_user = open_store_uri("redis://alice:wrong@127.0.0.1:" + port);
   EXPECT_EQ(bad_user.status().code(), StatusCode::kInvalidArgument);
 

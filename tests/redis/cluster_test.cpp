@@ -51,7 +51,7 @@ TEST(RedisCluster, SlotMigrationDuringARunIsFollowedThroughAskAndMoved) {
   auto store = open_or_die(o);  // reads the slot map before the migration
   ASSERT_NE(store, nullptr);
   const TimePoint t0 = ManualClock().now();
-  auto claim = [&](const std::string& id) { return ClaimRequest{id, "A", Duration(10'000), std::nullopt, t0}; };
+  auto claim = [&](const std::string& id) { return ClaimRequest{id, "A", Duration(10'000), std::nullopt, t0, std::nullopt}; };
   auto commit = [&](const std::string& id) {
     CommitRequest c;
     c.id = id;
@@ -146,7 +146,7 @@ TEST(RedisCluster, CommitThenClaimAcrossSlotsAndInOneSlot) {
   const TimePoint t0 = ManualClock().now();
   // "a" and "b" hash to different slots (on different masters, as it happens).
   ASSERT_NE(key_slot(store->key_of("a")), key_slot(store->key_of("b")));
-  ASSERT_EQ(store->claim({"a", "A", Duration(1000), std::nullopt, t0})->status, ClaimStatus::kNew);
+  ASSERT_EQ(store->claim({"a", "A", Duration(1000), std::nullopt, t0, std::nullopt})->status, ClaimStatus::kNew);
   CommitRequest c;
   c.id = "a";
   c.owner = "A";

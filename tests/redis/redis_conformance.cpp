@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <optional>
+#include <string_view>
 
 #include "idem/redis_store.hpp"
 
@@ -40,11 +42,21 @@ conformance::StoreFactory redis_factory(std::string name, std::function<std::str
   f.capabilities.durable = true;  // the server keeps records when a handle closes
   f.capabilities.shared = true;
   f.capabilities.probabilistic = false;
+  f.capabilities.entities = true;
   f.capabilities.fault_hook = false;
   f.capabilities.no_fault_hook_reason =
       "redis: a commit is one Lua script that the server runs atomically; the client has no intermediate step "
       "at which a failure could leave part of it applied";
   f.new_location = [uri] { return std::make_unique<PrefixLocation>(uri); };
+  // On a cluster, the record of an id claimed with an entity key lives in the
+  // entity's slot (RedisStore::key_of(id, entity_key)).
+  f.inspect = [](Store& s, std::string_view id, std::optional<std::string_view> entity_key,
+                 TimePoint now) -> StatusOr<std::optional<RecordInfo>> {
+    if (!entity_key) return s.inspect(id, now);
+    auto* r = dynamic_cast<redis::RedisStore*>(&s);
+    if (r == nullptr) return internal_error("redis factory: the store is not a RedisStore");
+    return r->inspect_with_entity(id, *entity_key, now);
+  };
   return f;
 }
 

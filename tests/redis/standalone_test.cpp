@@ -31,7 +31,7 @@ class RedisStandalone : public ::testing::Test {
   }
 
   ClaimRequest claim(std::string_view id, std::string_view owner, TimePoint now) const {
-    return ClaimRequest{id, owner, lease_, std::nullopt, now};
+    return ClaimRequest{id, owner, lease_, std::nullopt, now, std::nullopt};
   }
   CommitRequest commit(std::string_view id, std::string_view owner, TimePoint now) const {
     CommitRequest c;
@@ -115,7 +115,7 @@ TEST_F(RedisStandalone, SeparateProcessesRacingOnTheSameIdsHaveExactlyOneWinnerE
       for (int j = 0; j < kIds; ++j) {
         const int i = (j + p * kIds / kProcs) % kIds;  // each starts elsewhere, then overlaps the others
         const std::string id = "proc-race-" + std::to_string(i);
-        auto c = (*s)->claim({id, owner, lease_, std::nullopt, t0});
+        auto c = (*s)->claim({id, owner, lease_, std::nullopt, t0, std::nullopt});
         if (!c.ok()) {
           ++failures;
           continue;

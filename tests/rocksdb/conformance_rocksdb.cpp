@@ -1,6 +1,8 @@
-// The store conformance suite against rocksdb:, with the default options and with
-// one lock stripe (every id contends on one mutex) and a tiny memtable (records are
-// flushed to SST files and read back from them).
+// The store conformance suite against rocksdb:, with the default options; with one
+// lock stripe (every id contends on one mutex), a tiny memtable (records are flushed
+// to SST files and read back from them) and no entity cache (entity records are read
+// from the database every time); and with an entity cache of one record per stripe
+// (evicted all the time).
 #include <unistd.h>
 
 #include <atomic>
@@ -47,6 +49,7 @@ StoreFactory rocksdb_factory(std::string name, rocksdb::Options base) {
   f.capabilities.shared = false;  // RocksDB's LOCK file admits one handle at a time
   f.capabilities.probabilistic = false;
   f.capabilities.fault_hook = true;  // "rocksdb.commit.write", before the one WriteBatch
+  f.capabilities.entities = true;    // idem_entities and idem_buffer
   f.new_location = [base] { return std::make_unique<RocksLocation>(base); };
   return f;
 }
@@ -56,12 +59,21 @@ rocksdb::Options one_stripe_small_memtable() {
   o.lease_stripes = 1;
   o.write_buffer_mib = 1;
   o.block_cache_mib = 1;
+  o.entity_cache = 0;
+  return o;
+}
+
+rocksdb::Options tiny_entity_cache() {
+  rocksdb::Options o;
+  o.lease_stripes = 4;
+  o.entity_cache = 4;
   return o;
 }
 
 INSTANTIATE_TEST_SUITE_P(RocksDB, StoreConformance,
                          ::testing::Values(rocksdb_factory("defaults", {}),
-                                           rocksdb_factory("one_stripe", one_stripe_small_memtable())),
+                                           rocksdb_factory("one_stripe", one_stripe_small_memtable()),
+                                           rocksdb_factory("tiny_entity_cache", tiny_entity_cache())),
                          factory_name);
 
 }  // namespace

@@ -122,7 +122,7 @@ TEST_P(SqlitePurge, ExpiredRetryCountsArePurgedAndLiveOnesKept) {
     auto c = store_->claim(claim_req(id, "w", t0()));
     ASSERT_TRUE(c.ok() && c->status == ClaimStatus::kNew);
     const Duration retry_ttl = std::string_view(id) == "r-short" ? Duration(1000) : Duration(3'600'000);
-    auto r = store_->release({id, "w", true, t0(), retry_ttl});
+    auto r = store_->release({id, "w", true, t0(), retry_ttl, std::nullopt});
     ASSERT_TRUE(r.ok()) << r.status().to_string();
     EXPECT_EQ(*r, 1u);
   }
@@ -176,7 +176,7 @@ TEST(SqliteSchema, AFileWithTheOldExpiryIndexOpensAndLosesTheIndex) {
   }
   EXPECT_EQ(raw_query(path, "SELECT count(*) FROM sqlite_master WHERE name = 'idem_records_expires'"), "0");
   EXPECT_EQ(raw_query(path, "SELECT count(*) FROM sqlite_master WHERE name = 'user_t_x'"), "1");
-  EXPECT_EQ(raw_query(path, "SELECT value FROM idem_meta WHERE key = 'schema_version'"), "1");
+  EXPECT_EQ(raw_query(path, "SELECT value FROM idem_meta WHERE key = 'schema_version'"), std::to_string(kSchemaVersion));
 }
 
 }  // namespace

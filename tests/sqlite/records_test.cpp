@@ -105,7 +105,7 @@ TEST_P(SqliteRecords, CommittedRecordsSurviveReopenUntilTheirTtl) {
 }
 
 TEST_P(SqliteRecords, RetryCountsSurviveReopenAndClearOnCommit) {
-  ReleaseRequest r{"m", "w", true, t0(), Duration(60'000)};
+  ReleaseRequest r{"m", "w", true, t0(), Duration(60'000), std::nullopt};
   ASSERT_EQ(claim_status("m", "w", t0()), ClaimStatus::kNew);
   ASSERT_EQ(store_->release(r).value(), 1u);
   ASSERT_EQ(claim_status("m", "w", t0()), ClaimStatus::kNew);
@@ -120,7 +120,7 @@ TEST_P(SqliteRecords, RetryCountsSurviveReopenAndClearOnCommit) {
   ASSERT_TRUE(info.ok() && info->has_value());
   EXPECT_EQ((*info)->retries, 0u);
   // A retry count expires with its retry_ttl.
-  ASSERT_EQ(store_->release({"n", "w", true, t0(), Duration(60'000)}).value(), 1u);
+  ASSERT_EQ(store_->release({"n", "w", true, t0(), Duration(60'000), std::nullopt}).value(), 1u);
   EXPECT_EQ(store_->claim(claim_req("n", "w", t0() + 61s))->retries, 0u);
 }
 
@@ -132,8 +132,8 @@ TEST_P(SqliteRecords, LeasesInProgressAndExpiry) {
   EXPECT_EQ(other->owner, "a");
   EXPECT_EQ(other->lease_left, Duration(9'000));
   EXPECT_EQ(store_->commit(commit_req("m", "b", t0() + 1s)).code(), StatusCode::kFailedPrecondition);
-  EXPECT_TRUE(store_->extend({"m", "a", Duration(20'000), t0() + 5s}).is_ok());
-  EXPECT_EQ(store_->extend({"m", "b", Duration(20'000), t0() + 5s}).code(), StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(store_->extend({"m", "a", Duration(20'000), t0() + 5s, std::nullopt}).is_ok());
+  EXPECT_EQ(store_->extend({"m", "b", Duration(20'000), t0() + 5s, std::nullopt}).code(), StatusCode::kFailedPrecondition);
   EXPECT_EQ(claim_status("m", "b", t0() + 20s), ClaimStatus::kInProgress);
   EXPECT_EQ(claim_status("m", "b", t0() + 26s), ClaimStatus::kNew);
   EXPECT_TRUE(store_->commit(commit_req("m", "b", t0() + 27s)).is_ok());

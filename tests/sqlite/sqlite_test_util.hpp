@@ -131,13 +131,26 @@ inline TimePoint t0() { return from_unix_ms(1'700'000'000'000); }
 
 inline ClaimRequest claim_req(std::string_view id, std::string_view owner, TimePoint now,
                               std::optional<std::uint64_t> fp = std::nullopt) {
-  return {id, owner, Duration(10'000), fp, now};
+  ClaimRequest q;
+  q.id = id;
+  q.owner = owner;
+  q.lease = Duration(10'000);
+  q.fingerprint = fp;
+  q.now = now;
+  return q;
 }
 
 inline CommitRequest commit_req(std::string_view id, std::string_view owner, TimePoint now,
                                 std::optional<std::string_view> result = std::nullopt,
                                 Outcome outcome = Outcome::kProcessed) {
-  return {id, owner, std::nullopt, now, Duration(3'600'000), result, outcome};
+  CommitRequest q;
+  q.id = id;
+  q.owner = owner;
+  q.now = now;
+  q.ttl = Duration(3'600'000);
+  q.result = result;
+  q.outcome = outcome;
+  return q;
 }
 
 }  // namespace idem::sqlite::testing

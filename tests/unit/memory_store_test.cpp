@@ -1,5 +1,6 @@
 // What memory: promises beyond the store contract: bounded by a record count, and
-// expired records make room before live ones are evicted.
+// expired records make room before live ones are evicted; entity records and the
+// reorder buffer are outside that bound; requests that break a REQUIRES are refused.
 #include "idem/memory_store.hpp"
 
 #include <gtest/gtest.h>
@@ -27,10 +28,10 @@ TEST(MemoryStore, EvictsTheOldestWhenFull) {
   auto store = open_memory_store({.max_records = 3, .shards = 1}).value();
   const TimePoint t0 = ManualClock().now();
   for (const char* id : {"a", "b", "c", "d"}) ASSERT_TRUE(store->commit(commit(id, t0, milliseconds(60'000))).is_ok());
-  auto a = store->claim({"a", "B", milliseconds(1000), std::nullopt, t0});
+  auto a = store->claim({"a", "B", milliseconds(1000), std::nullopt, t0, std::nullopt});
   ASSERT_TRUE(a.ok());
   EXPECT_EQ(a->status, ClaimStatus::kNew) << "the oldest record was evicted and forgotten";
-  auto d = store->claim({"d", "B", milliseconds(1000), std::nullopt, t0});
+  auto d = store->claim({"d", "B", milliseconds(1000), std::nullopt, t0, std::nullopt});
   ASSERT_TRUE(d.ok());
   EXPECT_EQ(d->status, ClaimStatus::kCompleted);
 }
@@ -43,7 +44,7 @@ TEST(MemoryStore, ExpiredRecordsMakeRoomBeforeLiveOnesAreEvicted) {
   const TimePoint t1 = t0 + milliseconds(2000);
   for (const char* id : {"n1", "n2", "n3"}) ASSERT_TRUE(store->commit(commit(id, t1, milliseconds(3'600'000))).is_ok());
   for (const char* id : {"live", "n1", "n2", "n3"}) {
-    auto c = store->claim({id, "B", milliseconds(1000), std::nullopt, t1});
+    auto c = store->claim({id, "B", milliseconds(1000), std::nullopt, t1, std::nullopt});
     ASSERT_TRUE(c.ok());
     EXPECT_EQ(c->status, ClaimStatus::kCompleted) << id;
   }
@@ -60,9 +61,63 @@ TEST(MemoryStore, ManyShortLivedRecordsBehindALiveOneStayBounded) {
       ASSERT_TRUE(store->purge_expired(t, 16).ok());
     }
   }
-  auto c = store->claim({"live", "B", milliseconds(1000), std::nullopt, t});
+  auto c = store->claim({"live", "B", milliseconds(1000), std::nullopt, t, std::nullopt});
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->status, ClaimStatus::kCompleted) << "100k expired records never pushed the live one out";
+}
+
+TEST(MemoryStore, EntityRecordsAndBufferAreNotEvictedByTheRecordBound) {
+  auto store = open_memory_store({.max_records = 2, .shards = 1}).value();
+  const TimePoint t0 = ManualClock().now();
+  ASSERT_TRUE(store->write_entity({.key = "k", .expect_revision = 0, .version = 1, .state = {}, .unbuffer = {}})
+                  .is_ok());
+  ASSERT_TRUE(store->buffer_put({.key = "k", .version = 3, .id = "m3", .message = "x", .now = t0, .limits = {}})
+                  .is_ok());
+  for (int i = 0; i < 100; ++i) {
+    const std::string id = "id-" + std::to_string(i);
+    CommitRequest c = commit(id, t0, milliseconds(60'000));
+    c.entity = EntityWrite{.key = "k", .expect_revision = static_cast<std::uint64_t>(i + 1), .version = {},
+                           .state = {}, .unbuffer = {}};
+    ASSERT_TRUE(store->commit(c).is_ok()) << i;
+  }
+  auto r = store->read_entity("k");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->revision, 101u);
+  EXPECT_EQ(r->version, 1u);
+  auto b = store->buffer_read("k", 10);
+  ASSERT_TRUE(b.ok());
+  ASSERT_EQ(b->size(), 1u);
+  EXPECT_EQ(b->front().id, "m3");
+  auto first = store->claim({"id-0", "B", milliseconds(1000), std::nullopt, t0, std::nullopt});
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(first->status, ClaimStatus::kNew) << "dedup records are still bounded";
+}
+
+TEST(MemoryStore, EntityRequestsBreakingARequiresAreRefused) {
+  auto store = open_memory_store().value();
+  const TimePoint t0 = ManualClock().now();
+  auto code = [](const Status& s) { return s.code(); };
+  EXPECT_EQ(store->read_entity("").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(code(store->write_entity({.key = "", .expect_revision = 0, .version = 1, .state = {}, .unbuffer = {}})),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(code(store->write_entity({.key = "k", .expect_revision = 0, .version = {}, .state = "", .unbuffer = {}})),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(code(store->buffer_put({.key = "", .version = 1, .id = "m", .message = "", .now = t0, .limits = {}})),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(code(store->buffer_put({.key = "k", .version = 0, .id = "m", .message = "", .now = t0, .limits = {}})),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(code(store->buffer_put({.key = "k", .version = 1, .id = "", .message = "", .now = t0, .limits = {}})),
+            StatusCode::kInvalidArgument);
+  ClaimRequest q{"m", "A", milliseconds(1000), std::nullopt, t0, ""};
+  EXPECT_EQ(store->claim(q).status().code(), StatusCode::kInvalidArgument);
+  ASSERT_EQ(store->claim({"m", "A", milliseconds(1000), std::nullopt, t0, std::nullopt}).value().status, ClaimStatus::kNew);
+  CommitRequest c = commit("m", t0, milliseconds(1000));
+  c.entity = EntityWrite{.key = "", .expect_revision = 0, .version = 1, .state = {}, .unbuffer = {}};
+  EXPECT_EQ(store->commit(c).code(), StatusCode::kInvalidArgument);
+  // Nothing was written by any of them.
+  EXPECT_EQ(store->read_entity("k").value().revision, 0u);
+  EXPECT_EQ(store->buffer_summary(10).value().count, 0u);
+  EXPECT_EQ(store->inspect("m", t0).value()->state, RecordState::kInProgress);
 }
 
 }  // namespace

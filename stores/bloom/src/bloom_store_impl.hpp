@@ -67,6 +67,20 @@ class FrontStore final : public Store {
   StatusOr<std::size_t> purge_expired(TimePoint now, std::size_t max_records) override {
     return durable_->purge_expired(now, max_records);
   }
+  // Entity records and the reorder buffer are the durable store's (capabilities()
+  // reports its `entities`); the filter knows nothing of them.
+  StatusOr<EntityRecord> read_entity(std::string_view key) override { return durable_->read_entity(key); }
+  Status write_entity(const EntityWrite& write) override { return durable_->write_entity(write); }
+  Status buffer_put(const BufferPut& put) override { return durable_->buffer_put(put); }
+  StatusOr<std::vector<BufferEntry>> buffer_read(std::string_view key, std::size_t max) override {
+    return durable_->buffer_read(key, max);
+  }
+  Status buffer_remove(std::string_view key, std::uint64_t version) override {
+    return durable_->buffer_remove(key, version);
+  }
+  StatusOr<BufferSummary> buffer_summary(std::size_t max_keys) override {
+    return durable_->buffer_summary(max_keys);
+  }
 
   // Adds id before its record is written (so a negative never hides a record).
   void note(std::string_view id, std::int64_t now_ms, std::int64_t expires_ms) {
@@ -79,6 +93,11 @@ class FrontStore final : public Store {
  private:
   // True if the filter proves id has no record in the durable store.
   bool certainly_absent(std::string_view id, std::int64_t now_ms);
+  // True if the claim may skip the durable store's read: its id is certainly absent
+  // and it asks for no entity record (which only the durable store can read).
+  bool may_skip_read(const ClaimRequest& q) {
+    return !q.entity_key && !q.id.empty() && certainly_absent(q.id, to_unix_ms(q.now));
+  }
 
   std::shared_ptr<Store> durable_;
   DurableHooks hooks_;

@@ -44,7 +44,7 @@ bool FrontStore::certainly_absent(std::string_view id, std::int64_t now_ms) {
 }
 
 StatusOr<ClaimResult> FrontStore::claim(const ClaimRequest& q) {
-  if (!q.id.empty() && certainly_absent(q.id, to_unix_ms(q.now))) {
+  if (may_skip_read(q)) {
     skipped_.fetch_add(1, std::memory_order_relaxed);
     return hooks_.claim_absent(q);
   }
@@ -57,7 +57,7 @@ std::vector<StatusOr<ClaimResult>> FrontStore::claim_batch(std::span<const Claim
   std::vector<ClaimRequest> rest;
   std::vector<std::size_t> rest_index;
   for (std::size_t i = 0; i < requests.size(); ++i) {
-    absent[i] = !requests[i].id.empty() && certainly_absent(requests[i].id, to_unix_ms(requests[i].now));
+    absent[i] = may_skip_read(requests[i]);
     if (!absent[i]) {
       rest.push_back(requests[i]);
       rest_index.push_back(i);
@@ -67,7 +67,8 @@ std::vector<StatusOr<ClaimResult>> FrontStore::claim_batch(std::span<const Claim
   if (!rest.empty()) from_durable = durable_->claim_batch(rest);
   std::vector<std::optional<StatusOr<ClaimResult>>> out(requests.size());
   for (std::size_t k = 0; k < rest_index.size(); ++k) out[rest_index[k]] = std::move(from_durable[k]);
-  // An id's copies all fall on the same side, so in-batch order is kept per id.
+  // An id's copies all fall on the same side (a caller sets the same entity key on
+  // every claim of an id), so in-batch order is kept per id.
   for (std::size_t i = 0; i < requests.size(); ++i)
     if (absent[i]) out[i] = hooks_.claim_absent(requests[i]);
   skipped_.fetch_add(requests.size() - rest.size(), std::memory_order_relaxed);

@@ -75,6 +75,16 @@ std::string encode_done(char state, std::int64_t expires_ms, const std::optional
   return out;
 }
 
+std::string encode_buffer_entry(std::string_view id, std::string_view message, std::int64_t at_ms) {
+  std::string out;
+  out.reserve(id.size() + message.size() + 24);
+  out += static_cast<char>(0x93);  // fixarray of 3
+  put_str(out, id);
+  put_str(out, message);
+  put_int(out, at_ms);
+  return out;
+}
+
 std::string lease_prefix(std::string_view owner) {
   std::string out;
   out += static_cast<char>(0x97);

@@ -23,4 +23,7 @@ std::string encode_done(char state, std::int64_t expires_ms, const std::optional
 // whose old value starts with them is the owner's own lease (held or expired).
 std::string lease_prefix(std::string_view owner);
 
+// A reorder-buffer entry after its 8 version bytes: [ id, message, at_ms ].
+std::string encode_buffer_entry(std::string_view id, std::string_view message, std::int64_t at_ms);
+
 }  // namespace idem::redis::detail

@@ -6,6 +6,7 @@
 #include <unordered_set>
 
 #include "cluster/cluster_executor.hpp"
+#include "entity_layout.hpp"
 #include "executor.hpp"
 #include "record_codec.hpp"
 #include "scripts.hpp"
@@ -99,6 +100,7 @@ Status decode_commit(const Reply& a, const Options& o, const std::string& key) {
       return Status::ok();
     case 1: return failed_precondition("id is already completed");
     case 2: return failed_precondition("lease is held by " + printable(str_at(a, 1)));
+    case 4: return aborted("the entity record's revision changed; nothing was written");
     default: return internal_error("redis: key \"" + printable(key) + "\": unknown commit answer");
   }
 }
@@ -109,7 +111,9 @@ class RedisStoreImpl final : public RedisStore {
 
   // Loads the scripts (SCRIPT LOAD) so that calls send EVALSHA.
   Status load_scripts() {
-    for (Script* s : {&claim_, &commit_, &release_, &extend_, &inspect_, &claim_many_, &commit_many_}) {
+    for (Script* s : {&claim_, &commit_, &release_, &extend_, &inspect_, &claim_many_, &commit_many_, &claim_entity_,
+                      &commit_entity_, &write_entity_, &buffer_put_, &buffer_read_, &buffer_remove_,
+                      &buffer_key_info_, &buffer_account_}) {
       auto r = ex_->run_anywhere({"SCRIPT", "LOAD", s->body});
       if (!r.ok()) return r.status();
       if (r->is_error()) return error_status(r->str, "(SCRIPT LOAD)");
@@ -123,6 +127,7 @@ class RedisStoreImpl final : public RedisStore {
     c.durable = true;  // survives consumer crashes; server crashes: see docs/stores.md
     c.shared = true;
     c.native_ttl = true;
+    c.entities = true;
     return c;
   }
 
@@ -140,6 +145,12 @@ class RedisStoreImpl final : public RedisStore {
   // key exists, the claim script decides, in a second round trip.
   StatusOr<ClaimResult> claim(const ClaimRequest& q) override {
     if (q.id.empty()) return invalid_argument("claim: empty id");
+    if (q.entity_key) {
+      std::vector<StatusOr<ClaimResult>> out(1, StatusOr<ClaimResult>(unavailable("not run")));
+      const std::size_t at = 0;
+      claim_entities(std::span<const ClaimRequest>(&q, 1), std::span<const std::size_t>(&at, 1), out);
+      return std::move(out[0]);
+    }
     const Command set = fresh_claim_cmd(q);
     auto granted = fresh_claim_answer(run_one(set, 0), set.keys[0]);
     if (!granted.ok()) return granted.status();
@@ -153,6 +164,12 @@ class RedisStoreImpl final : public RedisStore {
 
   Status commit(const CommitRequest& q) override {
     if (q.id.empty()) return invalid_argument("commit: empty id");
+    if (q.entity) {
+      std::vector<Status> out(1, unavailable("not run"));
+      const std::size_t at = 0;
+      commit_entities(std::span<const CommitRequest>(&q, 1), std::span<const std::size_t>(&at, 1), out);
+      return out[0];
+    }
     Command cmd = commit_cmd(q);
     auto r = run_one(cmd, o_.wait_replicas);
     auto a = script_answer(r, cmd.keys[0]);
@@ -162,7 +179,8 @@ class RedisStoreImpl final : public RedisStore {
 
   StatusOr<std::uint32_t> release(const ReleaseRequest& q) override {
     if (q.id.empty()) return invalid_argument("release: empty id");
-    Command cmd{&release_, {key_of(q.id)},
+    if (q.entity_key && q.entity_key->empty()) return invalid_argument("release: empty entity key");
+    Command cmd{&release_, {id_key(q.id, q.entity_key)},
                 {now_arg(q.now), std::string(q.owner), q.count_retry ? "1" : "0",
                  std::to_string(std::max<std::int64_t>(q.retry_ttl.count(), 1)), slack()}};
     auto r = run_one(cmd, 0);
@@ -173,7 +191,8 @@ class RedisStoreImpl final : public RedisStore {
 
   Status extend(const ExtendRequest& q) override {
     if (q.id.empty()) return invalid_argument("extend: empty id");
-    Command cmd{&extend_, {key_of(q.id)}, {now_arg(q.now), std::string(q.owner), std::to_string(q.lease.count()), slack()}};
+    if (q.entity_key && q.entity_key->empty()) return invalid_argument("extend: empty entity key");
+    Command cmd{&extend_, {id_key(q.id, q.entity_key)}, {now_arg(q.now), std::string(q.owner), std::to_string(q.lease.count()), slack()}};
     auto r = run_one(cmd, 0);
     auto a = script_answer(r, cmd.keys[0]);
     if (!a.ok()) return a.status();
@@ -187,7 +206,21 @@ class RedisStoreImpl final : public RedisStore {
 
   StatusOr<std::optional<RecordInfo>> inspect(std::string_view id, TimePoint now) override {
     if (id.empty()) return invalid_argument("inspect: empty id");
-    const std::string key = key_of(id);
+    return inspect_key(key_of(id), now);
+  }
+
+  std::string key_of(std::string_view id, std::string_view entity_key) const override {
+    return o_.cluster ? entity_id_key(o_.prefix, entity_key, id) : key_of(id);
+  }
+
+  StatusOr<std::optional<RecordInfo>> inspect_with_entity(std::string_view id, std::string_view entity_key,
+                                                          TimePoint now) override {
+    if (id.empty()) return invalid_argument("inspect: empty id");
+    if (entity_key.empty()) return invalid_argument("inspect: empty entity key");
+    return inspect_key(key_of(id, entity_key), now);
+  }
+
+  StatusOr<std::optional<RecordInfo>> inspect_key(const std::string& key, TimePoint now) {
     Command cmd{&inspect_, {key}, {}};
     auto reply = run_one(cmd, 0);
     auto a = script_answer(reply, key);
@@ -201,7 +234,23 @@ class RedisStoreImpl final : public RedisStore {
   // Round trip 1: a plain SET NX PX per fresh-looking id (no script: what the claim
   // script would write for an absent key). Round trip 2, only for ids whose key
   // exists: the claim script, which answers as claim() does.
+  // Requests with an entity key go to claim_entities (in one more round trip).
   std::vector<StatusOr<ClaimResult>> claim_batch(std::span<const ClaimRequest> requests) override {
+    std::vector<std::size_t> with, without;
+    for (std::size_t i = 0; i < requests.size(); ++i) (requests[i].entity_key ? with : without).push_back(i);
+    if (with.empty()) return claim_batch_plain(requests);
+    std::vector<StatusOr<ClaimResult>> out(requests.size(), StatusOr<ClaimResult>(unavailable("not run")));
+    claim_entities(requests, with, out);
+    if (!without.empty()) {
+      std::vector<ClaimRequest> plain;
+      for (std::size_t i : without) plain.push_back(requests[i]);
+      auto answers = claim_batch_plain(plain);
+      for (std::size_t k = 0; k < without.size(); ++k) out[without[k]] = std::move(answers[k]);
+    }
+    return out;
+  }
+
+  std::vector<StatusOr<ClaimResult>> claim_batch_plain(std::span<const ClaimRequest> requests) {
     std::vector<StatusOr<ClaimResult>> out(requests.size(), StatusOr<ClaimResult>(invalid_argument("claim: empty id")));
     std::vector<Command> sets;
     std::vector<std::size_t> where;
@@ -239,7 +288,23 @@ class RedisStoreImpl final : public RedisStore {
     return out;
   }
 
+  // Requests with an entity write go to commit_entities (in one more round trip).
   std::vector<Status> commit_batch(std::span<const CommitRequest> requests) override {
+    std::vector<std::size_t> with, without;
+    for (std::size_t i = 0; i < requests.size(); ++i) (requests[i].entity ? with : without).push_back(i);
+    if (with.empty()) return commit_batch_plain(requests);
+    std::vector<Status> out(requests.size(), unavailable("not run"));
+    commit_entities(requests, with, out);
+    if (!without.empty()) {
+      std::vector<CommitRequest> plain;
+      for (std::size_t i : without) plain.push_back(requests[i]);
+      auto answers = commit_batch_plain(plain);
+      for (std::size_t k = 0; k < without.size(); ++k) out[without[k]] = std::move(answers[k]);
+    }
+    return out;
+  }
+
+  std::vector<Status> commit_batch_plain(std::span<const CommitRequest> requests) {
     std::vector<Status> out(requests.size(), invalid_argument("commit: empty id"));
     std::vector<Command> cmds;
     std::vector<std::size_t> where;
@@ -258,6 +323,10 @@ class RedisStoreImpl final : public RedisStore {
   // (in this order on one connection when both keys are on one node). Only if the
   // claimed id's key exists, a second round trip runs the claim script.
   CommitThenClaimResult commit_then_claim(const CommitRequest& c, const ClaimRequest& q) override {
+    if (c.entity || c.entity_key || q.entity_key) {
+      Status committed = commit(c);
+      return {std::move(committed), claim(q)};
+    }
     if (c.id.empty()) return {invalid_argument("commit: empty id"), claim(q)};
     if (q.id.empty()) return {commit(c), invalid_argument("claim: empty id")};
     const std::vector<Command> cmds = {commit_cmd(c), fresh_claim_cmd(q)};
@@ -281,12 +350,446 @@ class RedisStoreImpl final : public RedisStore {
 
   StatusOr<std::size_t> purge_expired(TimePoint, std::size_t) override { return std::size_t{0}; }
 
+  // --- entity records and the reorder buffer ---------------------------------------
+
+  StatusOr<EntityRecord> read_entity(std::string_view key) override {
+    if (key.empty()) return invalid_argument("read_entity: empty key");
+    const EntityKeys ks = entity_keys(o_.prefix, key);
+    auto r = run_one(Command{nullptr, {ks.record}, {"HMGET", ks.record, "r", "v", "s"}}, 0);
+    if (!r.ok()) return r.status();
+    if (r->is_error()) return error_status(r->str, ks.record);
+    if (r->type != Reply::Type::kArray || r->elements.size() != 3)
+      return internal_error("redis: unexpected HMGET answer at \"" + printable(ks.record) + "\"");
+    return decode_entity(r->elements[0], r->elements[1], r->elements[2], ks.record);
+  }
+
+  Status write_entity(const EntityWrite& w) override {
+    if (Status s = check_write(w, "write_entity"); !s.is_ok()) return s;
+    const EntityKeys ks = entity_keys(o_.prefix, w.key);
+    Command cmd{&write_entity_, {ks.record}, {}};
+    cmd.args.reserve(8);
+    push_write_args(cmd.args, w);
+    if (w.unbuffer) add_buffer_keys(cmd.keys, ks);
+    auto r = run_one(cmd, 0);
+    auto a = script_answer(r, ks.record);
+    if (!a.ok()) return a.status();
+    if (int_at(**a, 0) == 4) return aborted("the entity record's revision changed; nothing was written");
+    if (int_at(**a, 0) != 0) return internal_error("redis: unknown write_entity answer");
+    account_removal(**a, w.key);
+    return Status::ok();
+  }
+
+  Status buffer_put(const BufferPut& p) override {
+    if (p.key.empty()) return invalid_argument("buffer_put: empty key");
+    if (p.id.empty()) return invalid_argument("buffer_put: empty id");
+    if (p.version == 0) return invalid_argument("buffer_put: version must be > 0");
+    const EntityKeys ks = entity_keys(o_.prefix, p.key);
+    const std::size_t bytes = p.key.size() + p.id.size() + p.message.size();
+    const std::string at = std::to_string(to_unix_ms(p.now));
+    auto put_cmd = [&](const char* mode) {
+      Command c{&buffer_put_, {ks.buffer, ks.times}, {}};
+      c.args = {lex_lo(p.version), lex_hi(p.version), ver8(p.version) + encode_buffer_entry(p.id, p.message, to_unix_ms(p.now)),
+                std::string(p.id), at, std::to_string(p.limits.per_key), std::to_string(p.limits.total),
+                std::to_string(p.limits.total_bytes), std::to_string(bytes), std::string(p.key), mode};
+      if (!o_.cluster) add_global_keys(c.keys);
+      return c;
+    };
+    auto run_put = [&](const char* mode) -> StatusOr<std::int64_t> {  // the answer code
+      Command c = put_cmd(mode);
+      // The consumer acks a buffered message once this returns OK: with wait_replicas
+      // the entry must have reached the replicas too, as a commit must.
+      auto r = run_one(c, o_.wait_replicas);
+      auto a = script_answer(r, ks.buffer);
+      if (!a.ok()) return a.status();
+      const std::int64_t code = int_at(**a, 0);
+      if (code == 0 && o_.wait_replicas > 0 && (*a)->replicas_acked < o_.wait_replicas)
+        return unavailable("redis: buffered entry landed on the master but " +
+                           std::to_string(std::max((*a)->replicas_acked, 0)) + " of " +
+                           std::to_string(o_.wait_replicas) + " replicas acknowledged it within " +
+                           std::to_string(o_.wait_timeout.count()) + " ms");
+      if (code == 6) return limit_status(str_at(**a, 1), p.limits, bytes);
+      return code == 0 ? int_at(**a, 1) : -code;  // 1 stored, 0 already there, -5, -7
+    };
+    auto status_of = [&](std::int64_t code, const std::string& total_limit) -> Status {
+      if (code >= 0) return Status::ok();
+      if (code == -5)
+        return failed_precondition("reorder buffer: version " + std::to_string(p.version) +
+                                   " of this key already holds another message id");
+      if (code == -7) return limit_status(total_limit, p.limits, bytes);
+      return internal_error("redis: unknown buffer_put answer");
+    };
+    if (!o_.cluster) {
+      auto code = run_put("put");
+      if (!code.ok()) return code.status();
+      return status_of(*code, "");
+    }
+    // Cluster: reserve the totals (and index the key) in their slot, then store in
+    // the entity's slot; give the reservation back if nothing was stored.
+    auto reserve = account_cmd(1, static_cast<std::int64_t>(bytes), &p.limits, p.key, "lt", at);
+    auto rr = run_one(reserve, 0);
+    auto ra = script_answer(rr, totals_key_);
+    if (!ra.ok()) return ra.status();
+    if (int_at(**ra, 0) == 6) {
+      auto code = run_put("check");
+      if (!code.ok()) return code.status();
+      return status_of(*code, str_at(**ra, 1));
+    }
+    auto code = run_put("put");
+    if (code.ok() && *code == 1) return Status::ok();
+    static_cast<void>(run_one(account_cmd(-1, -static_cast<std::int64_t>(bytes), nullptr, p.key, "", "0"), 0));
+    if (!code.ok()) return code.status();
+    return status_of(*code, "");
+  }
+
+  StatusOr<std::vector<BufferEntry>> buffer_read(std::string_view key, std::size_t max) override {
+    if (key.empty()) return invalid_argument("buffer_read: empty key");
+    std::vector<BufferEntry> out;
+    if (max == 0) return out;
+    const EntityKeys ks = entity_keys(o_.prefix, key);
+    const std::size_t stop = std::min<std::size_t>(max, std::size_t{1} << 30) - 1;
+    auto r = run_one(Command{&buffer_read_, {ks.buffer}, {std::to_string(stop)}}, 0);
+    auto a = script_answer(r, ks.buffer);
+    if (!a.ok()) return a.status();
+    const Reply& e = **a;
+    for (std::size_t i = 1; i + 3 < e.elements.size(); i += 4) {
+      BufferEntry b;
+      b.key = std::string(key);
+      b.version = from_ver8(e.elements[i].str);
+      b.id = e.elements[i + 1].str;
+      b.message = e.elements[i + 2].str;
+      b.buffered_at = from_unix_ms(e.elements[i + 3].integer);
+      out.push_back(std::move(b));
+    }
+    return out;
+  }
+
+  Status buffer_remove(std::string_view key, std::uint64_t version) override {
+    if (key.empty()) return invalid_argument("buffer_remove: empty key");
+    const EntityKeys ks = entity_keys(o_.prefix, key);
+    Command cmd{&buffer_remove_, {ks.buffer, ks.times},
+                {lex_lo(version), lex_hi(version), std::string(key), std::to_string(key.size())}};
+    if (!o_.cluster) add_global_keys(cmd.keys);
+    auto r = run_one(cmd, 0);
+    auto a = script_answer(r, ks.buffer);
+    if (!a.ok()) return a.status();
+    account_removal(**a, key);
+    return Status::ok();
+  }
+
+  // Reads the index from its oldest end in windows; every key it names is measured in
+  // its own slot (count, lowest version, oldest_at). A key without entries (a stale
+  // index member, cluster only) is removed from the index, measured once more and put
+  // back if a buffer_put raced in meanwhile.
+  StatusOr<BufferSummary> buffer_summary(std::size_t max_keys) override {
+    BufferSummary out;
+    const std::size_t window = std::min<std::size_t>(max_keys, 10'000) + 16;
+    std::size_t start = 0;
+    for (bool first = true;; first = false) {
+      std::vector<Command> head;
+      if (first) head.push_back(Command{nullptr, {totals_key_}, {"HMGET", totals_key_, "count", "bytes"}});
+      if (max_keys > 0)
+        head.push_back(Command{nullptr, {index_key_},
+                               {"ZRANGE", index_key_, std::to_string(start), std::to_string(start + window - 1),
+                                "WITHSCORES"}});
+      if (head.empty()) break;
+      auto replies = ex_->run(head, 0, o_.wait_timeout);
+      for (const auto& r : replies) {
+        if (!r.ok()) return r.status();
+        if (r->is_error()) return error_status(r->str, index_key_);
+      }
+      if (first) {
+        const Reply& t = *replies[0];
+        out.count = static_cast<std::size_t>(std::max<std::int64_t>(parse_i64(t, 0), 0));
+        out.bytes = static_cast<std::size_t>(std::max<std::int64_t>(parse_i64(t, 1), 0));
+      }
+      if (max_keys == 0) break;
+      const Reply& idx = *replies.back();
+      std::vector<std::string> members;
+      for (std::size_t i = 0; i + 1 < idx.elements.size(); i += 2) members.push_back(idx.elements[i].str);
+      std::vector<BufferedKey> found;
+      std::vector<std::string> stale;
+      auto measured = measure(members, &found, &stale);
+      if (!measured.is_ok()) return measured;
+      for (auto& k : found) out.keys.push_back(std::move(k));
+      if (!stale.empty()) {
+        std::vector<Command> rem;
+        for (const auto& m : stale) rem.push_back(Command{nullptr, {index_key_}, {"ZREM", index_key_, m}});
+        ex_->run(rem, 0, o_.wait_timeout);
+        std::vector<BufferedKey> back;
+        std::vector<std::string> gone;
+        if (Status s = measure(stale, &back, &gone); !s.is_ok()) return s;
+        std::vector<Command> re;
+        for (const auto& k : back)
+          re.push_back(Command{nullptr, {index_key_},
+                               {"ZADD", index_key_, "LT", std::to_string(to_unix_ms(k.oldest_at)), k.key}});
+        if (!re.empty()) ex_->run(re, 0, o_.wait_timeout);
+        for (auto& k : back) out.keys.push_back(std::move(k));
+      }
+      start += members.size() - stale.size();
+      if (out.keys.size() >= max_keys || members.size() < window) break;
+    }
+    std::stable_sort(out.keys.begin(), out.keys.end(),
+                     [](const BufferedKey& a, const BufferedKey& b) { return a.oldest_at < b.oldest_at; });
+    std::unordered_set<std::string> listed;  // a key put back by a race may be read twice
+    std::size_t kept = 0;
+    for (std::size_t i = 0; i < out.keys.size(); ++i) {
+      if (!listed.insert(out.keys[i].key).second) continue;
+      if (kept != i) out.keys[kept] = std::move(out.keys[i]);
+      ++kept;
+    }
+    out.keys.resize(std::min(kept, max_keys));
+    return out;
+  }
+
  private:
+  // The record key of an id: on a cluster in the entity's slot when claimed with an
+  // entity key (so that one script reaches both); on a standalone server always
+  // key_of(id), which every script can reach.
+  std::string id_key(std::string_view id, const std::optional<std::string_view>& entity_key) const {
+    return entity_key ? key_of(id, *entity_key) : key_of(id);
+  }
+
+  static Status check_write(const EntityWrite& w, const char* what) {
+    if (w.key.empty()) return invalid_argument(std::string(what) + ": empty entity key");
+    if (w.state && w.state->empty()) return invalid_argument(std::string(what) + ": a state, if set, must be non-empty");
+    return Status::ok();
+  }
+
+  // expect, new revision, version, state, lo, hi, entity key, its length.
+  static void push_write_args(std::vector<std::string>& args, const EntityWrite& w) {
+    args.push_back(std::to_string(w.expect_revision));
+    args.push_back(std::to_string(w.expect_revision + 1));
+    args.push_back(w.version ? std::to_string(*w.version) : std::string());
+    args.push_back(w.state ? std::string(*w.state) : std::string());
+    args.push_back(w.unbuffer ? lex_lo(*w.unbuffer) : std::string());
+    args.push_back(w.unbuffer ? lex_hi(*w.unbuffer) : std::string());
+    args.push_back(std::string(w.key));
+    args.push_back(std::to_string(w.key.size()));
+  }
+
+  void add_global_keys(std::vector<std::string>& keys) const {
+    keys.push_back(totals_key_);
+    keys.push_back(index_key_);
+  }
+  void add_buffer_keys(std::vector<std::string>& keys, const EntityKeys& ks) const {
+    keys.push_back(ks.buffer);
+    keys.push_back(ks.times);
+    if (!o_.cluster) add_global_keys(keys);
+  }
+
+  // buffer_account (cluster): the totals change by dc/db (checked against `limits`
+  // first if given); the index entry of key is updated as `mode` says.
+  Command account_cmd(std::int64_t dc, std::int64_t db, const BufferLimits* limits, std::string_view key,
+                      const char* mode, std::string score) const {
+    return Command{&buffer_account_, {totals_key_, index_key_},
+                   {std::to_string(dc), std::to_string(db), limits ? std::to_string(limits->total) : std::string(),
+                    limits ? std::to_string(limits->total_bytes) : std::string(), std::string(key), mode,
+                    std::move(score)}};
+  }
+
+  // After a script answered after_remove's {0, 1, bytes, has_oldest, oldest} (cluster:
+  // an entry was removed), the totals and the index follow in their slot. A failure
+  // here leaves the totals off by one entry (docs/stores.md); the removal stands.
+  void account_removal(const Reply& a, std::string_view key) {
+    if (int_at(a, 1) != 1) return;
+    const bool has_oldest = int_at(a, 3) == 1;
+    static_cast<void>(
+        run_one(account_cmd(-1, -int_at(a, 2), nullptr, key, has_oldest ? "xx" : "", std::to_string(int_at(a, 4))), 0));
+  }
+
+  static Status limit_status(const std::string& which, const BufferLimits& l, std::size_t bytes) {
+    if (which == "per_key")
+      return resource_exhausted("reorder buffer limit per_key=" + std::to_string(l.per_key) + " reached for this key");
+    if (which == "total")
+      return resource_exhausted("reorder buffer limit total=" + std::to_string(l.total) + " reached");
+    return resource_exhausted("reorder buffer limit total_bytes=" + std::to_string(l.total_bytes) +
+                              " would be exceeded by an entry of " + std::to_string(bytes) + " bytes");
+  }
+
+  static StatusOr<EntityRecord> decode_entity(const Reply& r, const Reply& v, const Reply& s, const std::string& key) {
+    EntityRecord e;
+    auto num = [&](const Reply& x, std::uint64_t* out) {
+      if (x.type != Reply::Type::kString || x.str.empty()) return true;
+      return std::from_chars(x.str.data(), x.str.data() + x.str.size(), *out).ec == std::errc{};
+    };
+    if (!num(r, &e.revision) || !num(v, &e.version))
+      return data_loss("redis: key \"" + printable(key) + "\": the entity record holds a revision or version that is not a number");
+    if (s.type == Reply::Type::kString) e.state = s.str;
+    return e;
+  }
+
+  static std::int64_t parse_i64(const Reply& a, std::size_t i) {
+    if (i >= a.elements.size() || a.elements[i].type != Reply::Type::kString) return 0;
+    std::int64_t v = 0;
+    const std::string& t = a.elements[i].str;
+    std::from_chars(t.data(), t.data() + t.size(), v);
+    return v;
+  }
+
+  // Measures each key in its own slot (one round trip): keys with entries go to
+  // *found, the others to *empty.
+  Status measure(const std::vector<std::string>& keys, std::vector<BufferedKey>* found, std::vector<std::string>* empty) {
+    if (keys.empty()) return Status::ok();
+    std::vector<Command> cmds;
+    cmds.reserve(keys.size());
+    for (const auto& k : keys) {
+      const EntityKeys ks = entity_keys(o_.prefix, k);
+      cmds.push_back(Command{&buffer_key_info_, {ks.buffer, ks.times}, {}});
+    }
+    auto replies = ex_->run(cmds, 0, o_.wait_timeout);
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      auto a = script_answer(replies[i], cmds[i].keys[0]);
+      if (!a.ok()) return a.status();
+      if (int_at(**a, 1) == 0) {
+        empty->push_back(keys[i]);
+        continue;
+      }
+      BufferedKey b;
+      b.key = keys[i];
+      b.count = static_cast<std::size_t>(int_at(**a, 1));
+      b.lowest_version = from_ver8(str_at(**a, 2));
+      b.oldest_at = from_unix_ms(int_at(**a, 3));
+      found->push_back(std::move(b));
+    }
+    return Status::ok();
+  }
+
+  // The commit (with entity write) of requests[i] for each i in `at`, in one round
+  // trip; then, on a cluster, the totals of removed buffer entries in another.
+  void commit_entities(std::span<const CommitRequest> requests, std::span<const std::size_t> at, std::vector<Status>& out) {
+    std::vector<Command> cmds;
+    std::vector<std::size_t> where;
+    for (std::size_t i : at) {
+      const CommitRequest& q = requests[i];
+      if (q.id.empty()) {
+        out[i] = invalid_argument("commit: empty id");
+        continue;
+      }
+      if (Status s = check_write(*q.entity, "commit"); !s.is_ok()) {
+        out[i] = s;
+        continue;
+      }
+      const EntityWrite& w = *q.entity;
+      const EntityKeys ks = entity_keys(o_.prefix, w.key);
+      Command c = commit_cmd(q);  // key_of(id, entity key); now … slack
+      c.script = &commit_entity_;
+      c.keys.push_back(ks.record);
+      push_write_args(c.args, w);
+      if (w.unbuffer) add_buffer_keys(c.keys, ks);
+      cmds.push_back(std::move(c));
+      where.push_back(i);
+    }
+    if (cmds.empty()) return;
+    auto replies = ex_->run(cmds, o_.wait_replicas, o_.wait_timeout);
+    for (std::size_t k = 0; k < cmds.size(); ++k) {
+      auto a = script_answer(replies[k], cmds[k].keys[0]);
+      if (!a.ok()) {
+        out[where[k]] = a.status();
+        continue;
+      }
+      out[where[k]] = decode_commit(**a, o_, cmds[k].keys[0]);
+      if (int_at(**a, 0) == 0) account_removal(**a, requests[where[k]].entity->key);
+    }
+  }
+
+  // The claims with an entity key of requests[i] for each i in `at`: one round trip of
+  // SET NX PX + HMGET of the entity per request; only for ids whose key exists, one
+  // more of claim_entity scripts (which read the entity in the same step).
+  void claim_entities(std::span<const ClaimRequest> requests, std::span<const std::size_t> at,
+                      std::vector<StatusOr<ClaimResult>>& out) {
+    std::vector<Command> cmds;
+    std::vector<std::size_t> where;
+    std::unordered_set<std::string> seen;
+    std::vector<std::size_t> scripted;
+    for (std::size_t i : at) {
+      const ClaimRequest& q = requests[i];
+      if (q.id.empty()) {
+        out[i] = invalid_argument("claim: empty id");
+        continue;
+      }
+      if (q.entity_key->empty()) {
+        out[i] = invalid_argument("claim: empty entity key");
+        continue;
+      }
+      Command set = fresh_claim_cmd(q);
+      if (!seen.insert(set.keys[0]).second) {
+        scripted.push_back(i);
+        continue;
+      }
+      const EntityKeys ks = entity_keys(o_.prefix, *q.entity_key);
+      cmds.push_back(std::move(set));
+      cmds.push_back(Command{nullptr, {ks.record}, {"HMGET", ks.record, "r", "v", "s"}});
+      where.push_back(i);
+    }
+    if (!cmds.empty()) {
+      auto replies = ex_->run(cmds, 0, o_.wait_timeout);
+      for (std::size_t k = 0; k < where.size(); ++k) {
+        auto granted = fresh_claim_answer(replies[2 * k], cmds[2 * k].keys[0]);
+        if (!granted.ok()) {
+          out[where[k]] = granted.status();
+        } else if (!*granted) {
+          scripted.push_back(where[k]);
+        } else {
+          const StatusOr<Reply>& e = replies[2 * k + 1];
+          const std::string& rk = cmds[2 * k + 1].keys[0];
+          if (!e.ok()) {
+            out[where[k]] = e.status();
+          } else if (e->is_error()) {
+            out[where[k]] = error_status(e->str, rk);
+          } else if (e->type != Reply::Type::kArray || e->elements.size() != 3) {
+            out[where[k]] = internal_error("redis: unexpected HMGET answer");
+          } else {
+            auto rec = decode_entity(e->elements[0], e->elements[1], e->elements[2], rk);
+            if (!rec.ok()) {
+              out[where[k]] = rec.status();
+            } else {
+              ClaimResult c = ClaimResult::granted(0);
+              c.entity = std::move(rec).value();
+              out[where[k]] = std::move(c);
+            }
+          }
+        }
+      }
+    }
+    if (scripted.empty()) return;
+    std::sort(scripted.begin(), scripted.end());
+    std::vector<Command> scripts;
+    for (std::size_t i : scripted) {
+      Command c = claim_cmd(requests[i]);
+      c.script = &claim_entity_;
+      c.keys.push_back(entity_keys(o_.prefix, *requests[i].entity_key).record);
+      scripts.push_back(std::move(c));
+    }
+    auto replies = ex_->run(scripts, 0, o_.wait_timeout);
+    for (std::size_t k = 0; k < scripts.size(); ++k) {
+      auto a = script_answer(replies[k], scripts[k].keys[0]);
+      if (!a.ok()) {
+        out[scripted[k]] = a.status();
+        continue;
+      }
+      auto c = decode_claim(**a, scripts[k].keys[0]);
+      if (c.ok() && c->status == ClaimStatus::kNew) {
+        const Reply& r = **a;
+        if (r.elements.size() < 5) {
+          out[scripted[k]] = internal_error("redis: unexpected claim_entity answer");
+          continue;
+        }
+        auto rec = decode_entity(r.elements[2], r.elements[3], r.elements[4], scripts[k].keys[1]);
+        if (!rec.ok()) {
+          out[scripted[k]] = rec.status();
+          continue;
+        }
+        c->entity = std::move(rec).value();
+      }
+      out[scripted[k]] = std::move(c);
+    }
+  }
+
   static std::string now_arg(TimePoint t) { return std::to_string(to_unix_ms(t)); }
   std::string slack() const { return std::to_string(o_.expiry_slack.count()); }
 
   Command claim_cmd(const ClaimRequest& q) const {
-    return Command{&claim_, {key_of(q.id)},
+    return Command{&claim_, {id_key(q.id, q.entity_key)},
                    {now_arg(q.now), std::string(q.owner), std::to_string(std::max<std::int64_t>(q.lease.count(), 1)),
                     fp_arg(q.fingerprint), slack()}};
   }
@@ -294,7 +797,7 @@ class RedisStoreImpl final : public RedisStore {
   // SET NX PX of the value the claim script writes for an absent key.
   Command fresh_claim_cmd(const ClaimRequest& q) const {
     const std::int64_t lease = std::max<std::int64_t>(q.lease.count(), 1);
-    std::string key = key_of(q.id);
+    std::string key = id_key(q.id, q.entity_key);
     return Command{nullptr, {key},
                    {"SET", key, encode_fresh_lease(q.owner, to_unix_ms(q.now) + lease, q.fingerprint), "NX", "PX",
                     std::to_string(lease + o_.expiry_slack.count())}};
@@ -309,7 +812,7 @@ class RedisStoreImpl final : public RedisStore {
 
   Command commit_cmd(const CommitRequest& q) const {
     const std::int64_t ttl = std::max<std::int64_t>(q.ttl.count(), 1);
-    return Command{&commit_, {key_of(q.id)},
+    return Command{&commit_, {q.entity ? key_of(q.id, q.entity->key) : id_key(q.id, q.entity_key)},
                    {now_arg(q.now), std::string(q.owner),
                     encode_done(q.outcome == Outcome::kDeadLettered ? 'x' : 'c', to_unix_ms(q.now) + ttl,
                                 q.fingerprint, q.result),
@@ -414,6 +917,16 @@ class RedisStoreImpl final : public RedisStore {
   Script inspect_ = inspect_script();
   Script claim_many_ = claim_many_script();
   Script commit_many_ = commit_many_script();
+  Script claim_entity_ = claim_entity_script();
+  Script commit_entity_ = commit_entity_script();
+  Script write_entity_ = write_entity_script();
+  Script buffer_put_ = buffer_put_script();
+  Script buffer_read_ = buffer_read_script();
+  Script buffer_remove_ = buffer_remove_script();
+  Script buffer_key_info_ = buffer_key_info_script();
+  Script buffer_account_ = buffer_account_script();
+  const std::string totals_key_ = buffer_totals_key(o_.prefix);
+  const std::string index_key_ = buffer_index_key(o_.prefix);
   // Keys per batch script: bounds how long one script holds the server (~1 ms).
   static constexpr std::size_t kKeysPerScript = 200;
 };

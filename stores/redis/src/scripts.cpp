@@ -113,9 +113,9 @@ local function commit(k, now, owner, value, prefix, px, slack)
 end
 )lua";
 
-std::string with_prelude(const char* body) { return std::string(kPrelude) + body; }
-
 }  // namespace
+
+std::string with_prelude(const char* body) { return std::string(kPrelude) + body; }
 
 // KEYS[1] record; ARGV now, owner, lease_ms, fingerprint ('' none), slack_ms.
 Script claim_script() {

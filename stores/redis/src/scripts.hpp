@@ -20,4 +20,17 @@ Script inspect_script();
 Script claim_many_script();
 Script commit_many_script();
 
+// The record scripts' shared Lua functions (scripts.cpp) followed by body.
+std::string with_prelude(const char* body);
+
+// The entity extension (entity_scripts.cpp; keys in entity_layout.hpp).
+Script claim_entity_script();
+Script commit_entity_script();
+Script write_entity_script();
+Script buffer_put_script();
+Script buffer_read_script();
+Script buffer_remove_script();
+Script buffer_key_info_script();
+Script buffer_account_script();
+
 }  // namespace idem::redis::detail

@@ -39,6 +39,7 @@ StoreCapabilities RocksStore::capabilities() const {
   c.probabilistic = false;
   c.transactional = true;
   c.native_ttl = true;
+  c.entities = true;
   return c;
 }
 
@@ -49,8 +50,47 @@ void RocksStore::observe(std::int64_t now_ms) {
   }
 }
 
-Status RocksStore::read(std::string_view id, Lookup& out, bool want_done) {
+Status RocksStore::read(std::string_view id, Lookup& out, bool want_done, std::optional<std::string_view> entity_key) {
   const ::rocksdb::Slice key(id.data(), id.size());
+  if (entity_key) {
+    // One MultiGet over the column families: the entity is read in the same step.
+    ::rocksdb::ColumnFamilyHandle* cfs[3];
+    ::rocksdb::Slice keys[3];
+    std::size_t n = 0, done_at = 3, retries_at = 3;
+    if (want_done) {
+      done_at = n;
+      cfs[n] = done_cf_;
+      keys[n++] = key;
+    }
+    if (retries_possible.load(std::memory_order_relaxed)) {
+      retries_at = n;
+      cfs[n] = retries_cf_;
+      keys[n++] = key;
+    }
+    const std::size_t entity_at = n;
+    cfs[n] = entities_cf_;
+    keys[n++] = ::rocksdb::Slice(entity_key->data(), entity_key->size());
+    ::rocksdb::PinnableSlice values[3];
+    ::rocksdb::Status st[3];
+    db_->MultiGet(::rocksdb::ReadOptions(), n, cfs, keys, values, st);
+    for (std::size_t i = 0; i < n; ++i) {
+      if (st[i].IsNotFound()) continue;
+      if (!st[i].ok()) return to_status(st[i], "read");
+      const std::string_view v(values[i].data(), values[i].size());
+      if (i == done_at) {
+        out.done = decode_done(v);
+        if (!out.done) return data_loss("rocksdb: the idem_done record of an id has an unknown format");
+      } else if (i == retries_at) {
+        out.retries = decode_retries(v);
+        if (!out.retries) return data_loss("rocksdb: the idem_retries record of an id has an unknown format");
+      } else if (i == entity_at) {
+        auto e = decode_entity(v);
+        if (!e) return data_loss("rocksdb: the idem_entities record of a key has an unknown format");
+        out.entity = std::move(*e);
+      }
+    }
+    return Status::ok();
+  }
   ::rocksdb::PinnableSlice v;
   if (want_done) {
     auto s = db_->Get(::rocksdb::ReadOptions(), done_cf_, key, &v);
@@ -99,7 +139,9 @@ ClaimResult RocksStore::decide_claim(Stripe& s, const ClaimRequest& q, std::int6
   } else {
     s.leases.emplace(std::string(q.id), std::move(lease));
   }
-  return ClaimResult::granted(retries);
+  ClaimResult c = ClaimResult::granted(retries);
+  if (q.entity_key) c.entity = l.entity;
+  return c;
 }
 
 StatusOr<ClaimResult> RocksStore::claim(const ClaimRequest& q) {
@@ -107,11 +149,27 @@ StatusOr<ClaimResult> RocksStore::claim(const ClaimRequest& q) {
   const std::int64_t now = to_unix_ms(q.now);
   observe(now);
   Stripe& s = stripe_of(q.id);
-  std::lock_guard lock(s.mu);
+  if (!q.entity_key) {
+    std::lock_guard lock(s.mu);
+    auto it = s.leases.find(q.id);
+    Lookup l;
+    if (it == s.leases.end() || it->second.until_ms <= now) {
+      if (Status st = read(q.id, l); !st.is_ok()) return st;
+    }
+    return decide_claim(s, q, now, l);
+  }
+  // The entity key's stripe too: its cached record is read (or filled) under it.
+  auto locks = lock_pair(q.id, *q.entity_key);
   auto it = s.leases.find(q.id);
   Lookup l;
   if (it == s.leases.end() || it->second.until_ms <= now) {
-    if (Status st = read(q.id, l); !st.is_ok()) return st;
+    if (const EntityRecord* cached = cached_entity(*q.entity_key)) {
+      l.entity = *cached;
+      if (Status st = read(q.id, l); !st.is_ok()) return st;
+    } else {
+      if (Status st = read(q.id, l, /*want_done=*/true, q.entity_key); !st.is_ok()) return st;
+      cache_entity(*q.entity_key, l.entity);
+    }
   }
   return decide_claim(s, q, now, l);
 }
@@ -121,12 +179,20 @@ StatusOr<ClaimResult> RocksStore::claim_absent(const ClaimRequest& q) {
   const std::int64_t now = to_unix_ms(q.now);
   observe(now);
   Stripe& s = stripe_of(q.id);
-  std::lock_guard lock(s.mu);
-  return decide_claim(s, q, now, Lookup{});
+  auto locks = lock_pair(q.id, q.entity_key.value_or(q.id));
+  Lookup l;
+  if (q.entity_key) {
+    auto it = s.leases.find(q.id);
+    if (it == s.leases.end() || it->second.until_ms <= now) {
+      if (Status st = current_entity(*q.entity_key, l.entity); !st.is_ok()) return st;
+    }
+  }
+  return decide_claim(s, q, now, l);
 }
 
 Status RocksStore::stage_commit(Stripe& s, const CommitRequest& q, std::int64_t now,
-                                const std::optional<DoneRecord>* pre, ::rocksdb::WriteBatch& batch) {
+                                const std::optional<DoneRecord>* pre, EntityStaging& st,
+                                ::rocksdb::WriteBatch& batch) {
   auto it = s.leases.find(q.id);
   bool clear_retries = true;
   if (it != s.leases.end()) {
@@ -138,10 +204,13 @@ Status RocksStore::stage_commit(Stripe& s, const CommitRequest& q, std::int64_t 
     Lookup l;
     if (pre != nullptr) {
       l.done = *pre;
-    } else if (Status st = read(q.id, l); !st.is_ok()) {
-      return st;
+    } else if (Status r = read(q.id, l); !r.is_ok()) {
+      return r;
     }
     if (l.done && l.done->expires_ms > now) return failed_precondition("rocksdb: commit: the id is already completed");
+  }
+  if (q.entity) {
+    if (Status e = stage_entity(*q.entity, st, batch); !e.is_ok()) return e;
   }
   const auto kind = q.outcome == Outcome::kDeadLettered ? RecordKind::kDeadLettered : RecordKind::kCompleted;
   const ::rocksdb::Slice key(q.id.data(), q.id.size());
@@ -164,12 +233,20 @@ Status RocksStore::write(::rocksdb::WriteBatch& batch) {
 Status RocksStore::commit_into(::rocksdb::WriteBatch& batch, const CommitRequest& q) {
   if (q.id.empty()) return invalid_argument("rocksdb: commit: empty id");
   if (q.ttl.count() <= 0) return invalid_argument("rocksdb: commit: ttl must be > 0");
+  if (q.entity) {
+    if (Status st = check_entity_write(*q.entity, "commit"); !st.is_ok()) return st;
+  }
   const std::int64_t now = to_unix_ms(q.now);
   observe(now);
   Stripe& s = stripe_of(q.id);
-  std::lock_guard lock(s.mu);
-  if (Status st = stage_commit(s, q, now, nullptr, batch); !st.is_ok()) return st;
-  if (Status st = write(batch); !st.is_ok()) return st;
+  // The entity's compare-and-set is safe because every writer of an entity record
+  // holds the key's stripe lock from its read to its write (see stage_entity).
+  auto locks = lock_pair(q.id, q.entity ? q.entity->key : q.id);
+  EntityStaging st;
+  if (Status e = stage_commit(s, q, now, nullptr, st, batch); !e.is_ok()) return e;
+  Status w = write(batch);
+  land_entities(st, w.is_ok());
+  if (!w.is_ok()) return w;
   if (auto it = s.leases.find(q.id); it != s.leases.end()) s.leases.erase(it);
   return Status::ok();
 }
@@ -265,6 +342,16 @@ std::vector<std::unique_lock<std::mutex>> RocksStore::lock_all(const std::vector
   return locks;
 }
 
+std::pair<std::unique_lock<std::mutex>, std::unique_lock<std::mutex>> RocksStore::lock_pair(std::string_view a,
+                                                                                              std::string_view b) {
+  std::size_t i = stripe_index(a), j = stripe_index(b);
+  if (i > j) std::swap(i, j);
+  std::unique_lock<std::mutex> first(stripes[i]->mu);
+  if (i == j) return {std::move(first), std::unique_lock<std::mutex>()};
+  std::unique_lock<std::mutex> second(stripes[j]->mu);
+  return {std::move(first), std::move(second)};
+}
+
 namespace {
 
 // Reads `keys` from `cf` with one MultiGet; statuses[i] is set for failures.
@@ -299,6 +386,8 @@ std::vector<StatusOr<ClaimResult>> RocksStore::claim_batch(std::span<const Claim
     keys.emplace_back(q.id.data(), q.id.size());
     observe(to_unix_ms(q.now));
   }
+  for (const auto& q : requests)
+    if (q.entity_key) ids.push_back(*q.entity_key);
   auto locks = lock_all(ids);
   std::vector<Status> statuses(requests.size());
   std::vector<std::optional<DoneRecord>> dones(requests.size());
@@ -306,6 +395,31 @@ std::vector<StatusOr<ClaimResult>> RocksStore::claim_batch(std::span<const Claim
   multi_get(*db_, done_cf_, keys, decode_done, dones, statuses, kDoneCf);
   if (retries_possible.load(std::memory_order_relaxed))
     multi_get(*db_, retries_cf_, keys, decode_retries, rets, statuses, kRetriesCf);
+  // The entity records of the requests that name a key: from the cache, the others
+  // with one more MultiGet.
+  std::vector<std::size_t> with_key;
+  std::vector<::rocksdb::Slice> entity_keys;
+  std::vector<std::optional<EntityRecord>> entities(requests.size());
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    if (!requests[i].entity_key) continue;
+    if (const EntityRecord* cached = cached_entity(*requests[i].entity_key)) {
+      entities[i] = *cached;
+      continue;
+    }
+    with_key.push_back(i);
+    entity_keys.emplace_back(requests[i].entity_key->data(), requests[i].entity_key->size());
+  }
+  if (!entity_keys.empty()) {
+    std::vector<std::optional<EntityRecord>> got(entity_keys.size());
+    std::vector<Status> st(entity_keys.size());
+    multi_get(*db_, entities_cf_, entity_keys, decode_entity, got, st, kEntitiesCf);
+    for (std::size_t k = 0; k < with_key.size(); ++k) {
+      const std::size_t i = with_key[k];
+      if (st[k].is_ok()) cache_entity(*requests[i].entity_key, got[k].value_or(EntityRecord{}));
+      entities[i] = std::move(got[k]);
+      if (statuses[i].is_ok()) statuses[i] = st[k];
+    }
+  }
   for (std::size_t i = 0; i < requests.size(); ++i) {
     const auto& q = requests[i];
     if (q.id.empty()) {
@@ -313,7 +427,8 @@ std::vector<StatusOr<ClaimResult>> RocksStore::claim_batch(std::span<const Claim
     } else if (!statuses[i].is_ok()) {
       out.emplace_back(statuses[i]);
     } else {
-      out.emplace_back(decide_claim(stripe_of(q.id), q, to_unix_ms(q.now), Lookup{dones[i], rets[i]}));
+      Lookup l{dones[i], rets[i], entities[i].value_or(EntityRecord{})};
+      out.emplace_back(decide_claim(stripe_of(q.id), q, to_unix_ms(q.now), l));
     }
   }
   return out;
@@ -326,6 +441,7 @@ std::vector<Status> RocksStore::commit_batch(std::span<const CommitRequest> requ
   ids.reserve(requests.size());
   for (const auto& q : requests) {
     ids.push_back(q.id);
+    if (q.entity) ids.push_back(q.entity->key);
     observe(to_unix_ms(q.now));
   }
   auto locks = lock_all(ids);
@@ -350,6 +466,7 @@ std::vector<Status> RocksStore::commit_batch(std::span<const CommitRequest> requ
     }
   }
   ::rocksdb::WriteBatch batch;
+  EntityStaging entities;
   std::unordered_set<std::string_view> staged;
   std::vector<std::size_t> landed;
   for (std::size_t i = 0; i < requests.size(); ++i) {
@@ -363,11 +480,16 @@ std::vector<Status> RocksStore::commit_batch(std::span<const CommitRequest> requ
       out[i] = invalid_argument("rocksdb: commit: ttl must be > 0");
       continue;
     }
+    if (q.entity) {
+      out[i] = check_entity_write(*q.entity, "commit");
+      if (!out[i].is_ok()) continue;
+    }
     if (staged.contains(q.id)) {
       out[i] = failed_precondition("rocksdb: commit: the id is already completed (earlier in this batch)");
       continue;
     }
-    out[i] = stage_commit(stripe_of(q.id), q, to_unix_ms(q.now), &pre[i], batch);
+    // Entity writes of one key later in the batch compare against the earlier ones.
+    out[i] = stage_commit(stripe_of(q.id), q, to_unix_ms(q.now), &pre[i], entities, batch);
     if (out[i].is_ok()) {
       staged.insert(q.id);
       landed.push_back(i);
@@ -375,6 +497,7 @@ std::vector<Status> RocksStore::commit_batch(std::span<const CommitRequest> requ
   }
   if (landed.empty()) return out;
   Status w = write(batch);
+  land_entities(entities, w.is_ok());
   for (std::size_t i : landed) {
     if (!w.is_ok()) {
       out[i] = w;

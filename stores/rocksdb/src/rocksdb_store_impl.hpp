@@ -12,11 +12,16 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
+#include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "idem/rocksdb_store.hpp"
+#include "entity_record.hpp"
 #include "record.hpp"
 
 namespace idem::rocksdb::detail {
@@ -24,6 +29,8 @@ namespace idem::rocksdb::detail {
 inline constexpr const char* kMetaCf = "idem_meta";
 inline constexpr const char* kDoneCf = "idem_done";
 inline constexpr const char* kRetriesCf = "idem_retries";
+inline constexpr const char* kEntitiesCf = "idem_entities";
+inline constexpr const char* kBufferCf = "idem_buffer";
 inline constexpr const char* kLayoutKey = "layout";
 inline constexpr const char* kLayoutPrefix = "idem.rocksdb/";
 inline constexpr const char* kCommitPoint = "rocksdb.commit.write";
@@ -57,12 +64,49 @@ struct Lease {
 struct Stripe {
   std::mutex mu;
   std::unordered_map<std::string, Lease, StringHash, std::equal_to<>> leases;
+  // The entity records of keys that hash here, as stored (revision 0: no record):
+  // a cache of idem_entities, bounded by RocksStore::entity_cache_per_stripe. It is
+  // read and changed only under `mu`, which every writer of those keys holds from
+  // its compare to its write, so it never differs from the database.
+  std::unordered_map<std::string, EntityRecord, StringHash, std::equal_to<>> entities;
 };
 
-// What the database says about one id.
+// What the database says about one id (and, if asked, about its entity key).
 struct Lookup {
   std::optional<DoneRecord> done;
   std::optional<RetryRecord> retries;
+  EntityRecord entity;  // revision 0 if absent or not read
+};
+
+// The reorder buffer's totals, kept in memory so that buffer_put checks its limits
+// without a scan; rebuilt by a scan of idem_buffer at open. A leaf lock: taken last,
+// after any stripe lock.
+struct BufferTotals {
+  std::mutex mu;
+  std::size_t count = 0;  // entries in idem_buffer
+  std::size_t bytes = 0;  // their BufferEntry::bytes() summed
+};
+
+// The entity writes staged into one WriteBatch: later writes of the same key in the
+// batch compare against earlier ones, and the removed buffer entries are subtracted
+// from the totals once the batch has landed. Most batches stage one write, so the
+// records are a vector, indexed by a hash map only once a batch stages many.
+class EntityStaging {
+ public:
+  // The record staged for key, or null.
+  const EntityRecord* find(std::string_view key) const;
+  // Stages r as key's record (replacing an earlier one).
+  void stage(std::string_view key, EntityRecord r);
+  const std::vector<std::pair<std::string, EntityRecord>>& records() const { return records_; }
+
+  std::unordered_set<std::string> unbuffered;  // buffer keys deleted by this batch
+  std::size_t removed_count = 0;
+  std::size_t removed_bytes = 0;
+
+ private:
+  static constexpr std::size_t kLinear = 16;  // records searched linearly up to this many
+  std::vector<std::pair<std::string, EntityRecord>> records_;
+  std::unordered_map<std::string, std::size_t, StringHash, std::equal_to<>> index_;  // when > kLinear
 };
 
 class RocksStore final : public Store {
@@ -80,6 +124,13 @@ class RocksStore final : public Store {
   std::vector<Status> commit_batch(std::span<const CommitRequest> requests) override;
   StatusOr<std::unique_ptr<StoreTransaction>> begin(TimePoint now) override;
   StatusOr<std::size_t> purge_expired(TimePoint now, std::size_t max_records) override;
+
+  StatusOr<EntityRecord> read_entity(std::string_view key) override;
+  Status write_entity(const EntityWrite& write) override;
+  Status buffer_put(const BufferPut& put) override;
+  StatusOr<std::vector<BufferEntry>> buffer_read(std::string_view key, std::size_t max) override;
+  Status buffer_remove(std::string_view key, std::uint64_t version) override;
+  StatusOr<BufferSummary> buffer_summary(std::size_t max_keys) override;
 
   StatusOr<std::unique_ptr<StoreTransaction>> begin_with(TimePoint now,
                                                          std::function<void(const CommitRequest&)> before_commit);
@@ -102,28 +153,69 @@ class RocksStore final : public Store {
   ::rocksdb::ColumnFamilyHandle* meta_cf_ = nullptr;
   ::rocksdb::ColumnFamilyHandle* done_cf_ = nullptr;
   ::rocksdb::ColumnFamilyHandle* retries_cf_ = nullptr;
+  ::rocksdb::ColumnFamilyHandle* entities_cf_ = nullptr;
+  ::rocksdb::ColumnFamilyHandle* buffer_cf_ = nullptr;
   std::map<std::string, ::rocksdb::ColumnFamilyHandle*, std::less<>> user_cfs;
   std::vector<std::unique_ptr<Stripe>> stripes;
+  std::size_t entity_cache_per_stripe = 0;  // bound of Stripe::entities; 0: no cache
   // False while idem_retries is known to be empty: claims then skip reading it.
   std::atomic<bool> retries_possible{true};
   ::rocksdb::WriteOptions write_options;
+  BufferTotals buffer_totals;
+
+  // Sums the entries of idem_buffer into buffer_totals (open() calls it once).
+  Status rebuild_buffer_totals();
 
  private:
   std::atomic<std::size_t> purge_cursor_{0};  // the stripe purge_expired starts at
-  Stripe& stripe_of(std::string_view id) { return *stripes[StringHash{}(id) % stripes.size()]; }
+  std::size_t stripe_index(std::string_view id) const { return StringHash{}(id) % stripes.size(); }
+  Stripe& stripe_of(std::string_view id) { return *stripes[stripe_index(id)]; }
   void observe(std::int64_t now_ms);
-  Status read(std::string_view id, Lookup& out, bool want_done = true);
+  // Reads id's records and, if entity_key is set, that key's entity record, in one
+  // MultiGet.
+  Status read(std::string_view id, Lookup& out, bool want_done = true,
+              std::optional<std::string_view> entity_key = std::nullopt);
+  // Reads the entity record of key from the database into out (revision 0 if absent).
+  Status get_entity(std::string_view key, EntityRecord& out);
+  // The cached record of key, or null. REQUIRES: key's stripe is locked.
+  const EntityRecord* cached_entity(std::string_view key);
+  // Caches r as key's record. REQUIRES: key's stripe is locked and r is what the
+  // database holds (or will hold once the caller's write lands).
+  void cache_entity(std::string_view key, const EntityRecord& r);
+  // The record of key, from the cache or else the database (then cached).
+  // REQUIRES: key's stripe is locked.
+  Status current_entity(std::string_view key, EntityRecord& out);
+  // After the write of a batch that staged `st`: if it landed, caches the staged
+  // records and settles the buffer totals; if not, forgets the staged keys' cache
+  // entries. REQUIRES: the stripes of the staged keys are still locked.
+  void land_entities(const EntityStaging& st, bool landed);
+  // Checks `w` against the stored record (or the one staged earlier in `st`) and adds
+  // the entity write and the buffer deletion to `batch`. Adds nothing on failure:
+  // kAborted if the revision moved. REQUIRES: the key's stripe is locked.
+  Status stage_entity(const EntityWrite& w, EntityStaging& st, ::rocksdb::WriteBatch& batch);
+  // Subtracts the buffer entries a landed batch removed from buffer_totals.
+  void settle(const EntityStaging& st);
+  // Counts the entries of key in idem_buffer, stopping at `limit`.
+  StatusOr<std::size_t> count_buffered(std::string_view key, std::size_t limit);
   ClaimResult decide_claim(Stripe& s, const ClaimRequest& q, std::int64_t now, const Lookup& l);
   // Checks `q` against the lease table and the looked-up record (read if `pre` is
-  // null) and adds its writes to `batch`. REQUIRES: the id's stripe is locked.
+  // null), stages q.entity (if set) into `st`, and adds its writes to `batch`; adds
+  // nothing if a check fails. REQUIRES: the stripes of the id and of q.entity->key
+  // are locked.
   Status stage_commit(Stripe& s, const CommitRequest& q, std::int64_t now, const std::optional<DoneRecord>* pre,
-                      ::rocksdb::WriteBatch& batch);
+                      EntityStaging& st, ::rocksdb::WriteBatch& batch);
   Status write(::rocksdb::WriteBatch& batch);
   // Locks the stripes of `ids` in index order.
   std::vector<std::unique_lock<std::mutex>> lock_all(const std::vector<std::string_view>& ids);
+  // Locks the stripes of a and b (one lock if they share one) in index order.
+  std::pair<std::unique_lock<std::mutex>, std::unique_lock<std::mutex>> lock_pair(std::string_view a,
+                                                                                   std::string_view b);
 };
 
 // Maps a RocksDB status to idem's, prefixed with `what`.
 Status to_status(const ::rocksdb::Status& s, const std::string& what);
+
+// kInvalidArgument if `w` breaks a REQUIRES of EntityWrite.
+Status check_entity_write(const EntityWrite& w, const char* op);
 
 }  // namespace idem::rocksdb::detail

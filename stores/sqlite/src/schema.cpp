@@ -2,6 +2,8 @@
 
 #include <set>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "idem/sqlite_store.hpp"
 #include "statement.hpp"
@@ -9,7 +11,7 @@
 namespace idem::sqlite::detail {
 namespace {
 
-constexpr std::string_view kCreate =
+constexpr std::string_view kCreateV1 =
     "CREATE TABLE idem_meta(key TEXT PRIMARY KEY NOT NULL, value) WITHOUT ROWID;"
     "CREATE TABLE idem_records("
     "  id BLOB PRIMARY KEY NOT NULL,"
@@ -21,6 +23,28 @@ constexpr std::string_view kCreate =
     "  retries INTEGER NOT NULL DEFAULT 0,"
     "  expires_ms INTEGER NOT NULL"
     ") WITHOUT ROWID;";
+// The tables version 2 adds: entity records, the reorder buffer and its totals.
+constexpr std::string_view kCreateV2 =
+    "CREATE TABLE idem_entities("
+    "  key BLOB PRIMARY KEY NOT NULL,"
+    "  revision INTEGER NOT NULL,"
+    "  version INTEGER NOT NULL,"
+    "  state BLOB NOT NULL"
+    ") WITHOUT ROWID;"
+    "CREATE TABLE idem_buffer("
+    "  key BLOB NOT NULL,"
+    "  version INTEGER NOT NULL,"
+    "  id BLOB NOT NULL,"
+    "  message BLOB NOT NULL,"
+    "  buffered_ns INTEGER NOT NULL,"
+    "  PRIMARY KEY(key, version)"
+    ") WITHOUT ROWID;"
+    "CREATE TABLE idem_buffer_totals("
+    "  one INTEGER PRIMARY KEY NOT NULL CHECK (one = 1),"
+    "  count INTEGER NOT NULL,"
+    "  bytes INTEGER NOT NULL"
+    ");"
+    "INSERT INTO idem_buffer_totals(one, count, bytes) VALUES(1, 0, 0);";
 // An index on expires_ms that files written before the rotating purge scan carry: it
 // costs a second b-tree write per record and nothing reads it any more.
 constexpr std::string_view kHasExpiresIndex =
@@ -70,6 +94,70 @@ Status drop_expires_index(sqlite3* db, const std::string& path) {
   return Status::ok();
 }
 
+// Returns kDataLoss unless `table` has exactly the columns `expected`.
+Status check_columns(const std::string& path, const std::string& table, const std::set<std::string>& found,
+                     const std::set<std::string>& expected) {
+  if (found == expected) return Status::ok();
+  return data_loss("sqlite: " + path + " has a table " + table + " of a foreign layout (columns: " + join(found) +
+                   "; idem expects " + join(expected) + ")");
+}
+
+const std::set<std::string>& records_columns() {
+  static const std::set<std::string> c = {"id",          "state",  "owner",   "lease_until_ms",
+                                          "fingerprint", "result", "retries", "expires_ms"};
+  return c;
+}
+
+// The tables of version 2, each with its columns.
+const std::vector<std::pair<std::string, std::set<std::string>>>& v2_tables() {
+  static const std::vector<std::pair<std::string, std::set<std::string>>> t = {
+      {"idem_entities", {"key", "revision", "version", "state"}},
+      {"idem_buffer", {"key", "version", "id", "message", "buffered_ns"}},
+      {"idem_buffer_totals", {"one", "count", "bytes"}},
+  };
+  return t;
+}
+
+Status write_version(sqlite3* db, const std::string& path, const char* sql) {
+  if (int rc = exec(db, sql); rc != SQLITE_OK) return sqlite_status(rc, db, "writing the schema version", path);
+  return Status::ok();
+}
+
+// Adds the tables of version 2 to a version-1 file and records version 2. A file of
+// version 1 has none of them: any such table is someone else's. REQUIRES: inside the
+// write transaction that checked the file.
+Status upgrade_to_v2(sqlite3* db, const std::string& path) {
+  for (const auto& [table, cols] : v2_tables()) {
+    auto found = columns(db, path, table);
+    if (!found.ok()) return found.status();
+    if (!found->empty())
+      return data_loss("sqlite: " + path + " is of idem sqlite schema version 1 but already has a table " + table +
+                       ": not a file idem wrote");
+  }
+  if (int rc = exec(db, std::string(kCreateV2).c_str()); rc != SQLITE_OK)
+    return sqlite_status(rc, db, "upgrading to schema version 2", path);
+  return write_version(db, path, "UPDATE idem_meta SET value = 2 WHERE key = 'schema_version'");
+}
+
+// Checks the tables of a version-2 file and its buffer totals row.
+Status check_v2(sqlite3* db, const std::string& path) {
+  for (const auto& [table, cols] : v2_tables()) {
+    auto found = columns(db, path, table);
+    if (!found.ok()) return found.status();
+    if (found->empty())
+      return data_loss("sqlite: " + path + " is of idem sqlite schema version 2 but has no table " + table);
+    if (Status s = check_columns(path, table, *found, cols); !s.is_ok()) return s;
+  }
+  Statement s;
+  if (int rc = s.prepare(db, "SELECT count(*) FROM idem_buffer_totals WHERE one = 1"); rc != SQLITE_OK)
+    return sqlite_status(rc, db, "reading the layout", path);
+  Use u(s);
+  if (int rc = u.step(); rc != SQLITE_ROW) return sqlite_status(rc, db, "reading the layout", path);
+  if (u.column_i64(0) != 1)
+    return data_loss("sqlite: " + path + " has a table idem_buffer_totals without its totals row");
+  return Status::ok();
+}
+
 // REQUIRES: inside a write transaction.
 Status check_or_create(sqlite3* db, const std::string& path) {
   auto meta = columns(db, path, "idem_meta");
@@ -79,13 +167,17 @@ Status check_or_create(sqlite3* db, const std::string& path) {
   if (meta->empty()) {
     if (!records->empty())
       return data_loss("sqlite: " + path + " has a table idem_records but no idem_meta: not a file idem created");
-    if (int rc = exec(db, std::string(kCreate).c_str()); rc != SQLITE_OK)
+    for (const auto& [table, cols] : v2_tables()) {
+      auto found = columns(db, path, table);
+      if (!found.ok()) return found.status();
+      if (!found->empty())
+        return data_loss("sqlite: " + path + " has a table " + table + " but no idem_meta: not a file idem created");
+    }
+    if (int rc = exec(db, (std::string(kCreateV1) + std::string(kCreateV2)).c_str()); rc != SQLITE_OK)
       return sqlite_status(rc, db, "creating the idem tables", path);
     const std::string insert =
         "INSERT INTO idem_meta(key, value) VALUES('schema_version', " + std::to_string(kSchemaVersion) + ")";
-    if (int rc = exec(db, insert.c_str()); rc != SQLITE_OK)
-      return sqlite_status(rc, db, "writing the schema version", path);
-    return Status::ok();
+    return write_version(db, path, insert.c_str());
   }
   if (*meta != std::set<std::string>{"key", "value"})
     return data_loss("sqlite: " + path + " has a table idem_meta of a foreign layout (columns: " + join(*meta) +
@@ -93,24 +185,26 @@ Status check_or_create(sqlite3* db, const std::string& path) {
   Statement s;
   if (int rc = s.prepare(db, "SELECT value FROM idem_meta WHERE key = 'schema_version'"); rc != SQLITE_OK)
     return sqlite_status(rc, db, "reading the schema version", path);
-  Use u(s);
-  const int rc = u.step();
-  if (rc != SQLITE_ROW && rc != SQLITE_DONE) return sqlite_status(rc, db, "reading the schema version", path);
-  if (rc == SQLITE_DONE || sqlite3_column_type(s.get(), 0) != SQLITE_INTEGER)
-    return data_loss("sqlite: " + path + " has a table idem_meta without an integer schema_version");
-  const std::int64_t version = u.column_i64(0);
+  std::int64_t version = 0;
+  {
+    Use u(s);
+    const int rc = u.step();
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) return sqlite_status(rc, db, "reading the schema version", path);
+    if (rc == SQLITE_DONE || sqlite3_column_type(s.get(), 0) != SQLITE_INTEGER)
+      return data_loss("sqlite: " + path + " has a table idem_meta without an integer schema_version");
+    version = u.column_i64(0);
+  }
   if (version > kSchemaVersion)
     return failed_precondition("sqlite: " + path + " was written by idem sqlite schema version " +
                                std::to_string(version) + ", newer than version " + std::to_string(kSchemaVersion) +
                                " that this build reads; upgrade idem to open it");
   if (version < 1)
     return data_loss("sqlite: " + path + " has an invalid schema version " + std::to_string(version));
-  const std::set<std::string> expected = {"id",     "state",   "owner",   "lease_until_ms",
-                                          "fingerprint", "result", "retries", "expires_ms"};
-  if (*records != expected)
+  if (*records != records_columns())
     return data_loss("sqlite: " + path + " has a table idem_records of a foreign layout (columns: " +
                      join(*records) + ")");
-  return Status::ok();
+  if (version == 1) return upgrade_to_v2(db, path);
+  return check_v2(db, path);
 }
 
 }  // namespace

@@ -5,6 +5,20 @@
 //                result, retries, expires_ms) WITHOUT ROWID
 //   no secondary index: purge_expired scans the primary key in rotation. An older
 //   file's idem_records_expires index is dropped at open.
+// Version 2 adds:
+//   idem_entities(key BLOB PRIMARY KEY, revision, version, state BLOB) WITHOUT ROWID
+//     one row per entity key that was ever written; no row = revision 0. version holds
+//     the uint64 with the same bits as the INTEGER; state is empty when none.
+//   idem_buffer(key BLOB, version, id BLOB, message BLOB, buffered_ns,
+//               PRIMARY KEY(key, version)) WITHOUT ROWID
+//     the reorder buffer; buffered_ns is buffered_at in ns since the Unix epoch;
+//     version as above (so versions >= 2^63 are negative and come
+//     after the others in unsigned order: readers order them explicitly).
+//   idem_buffer_totals(one = 1, count, bytes)
+//     one row: the entries and BufferEntry::bytes() in idem_buffer, updated in the
+//     transaction that changes idem_buffer, so that buffer_put checks its limits
+//     without counting the table.
+// A version-1 file gets the version-2 tables at open, in the transaction that checks it.
 //
 // Record states (column `state`): see RowState. Other tables in the file are the
 // user's (transactional mode) and are never touched.
@@ -26,9 +40,11 @@ enum RowState : int {
 };
 
 // Creates the idem tables if the file has no idem_meta, else checks that they are
-// ours and of a version this build reads. REQUIRES: no open transaction on db.
-// Returns kDataLoss for a foreign idem_meta or idem_records, kFailedPrecondition for a
-// newer schema version, or the SQLite error (e.g. kUnavailable when locked).
+// ours and of a version this build reads, upgrading a version-1 file to version 2.
+// All in one write transaction. REQUIRES: no open transaction on db.
+// Returns kDataLoss for a foreign idem_meta, idem_records or version-2 table (or a
+// version-2 file missing one), kFailedPrecondition for a newer schema version, or the
+// SQLite error (e.g. kUnavailable when locked).
 Status ensure_schema(sqlite3* db, const std::string& path);
 
 }  // namespace idem::sqlite::detail

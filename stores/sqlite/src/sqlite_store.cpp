@@ -76,7 +76,7 @@ bool differs(const std::optional<std::uint64_t>& stored, const std::optional<std
 SqliteStore::SqliteStore(sqlite3* db, Options options) : conn_(db), options_(std::move(options)) {}
 
 Status SqliteStore::prepare() {
-  const std::pair<Statement*, std::string_view> all[] = {
+  std::vector<std::pair<Statement*, std::string_view>> all = {
       {&begin_immediate_, "BEGIN IMMEDIATE"},
       {&begin_read_, "BEGIN"},
       {&commit_, "COMMIT"},
@@ -95,6 +95,7 @@ Status SqliteStore::prepare() {
       {&scan_from_, kScanFrom},
       {&scan_up_to_, kScanUpTo},
   };
+  for (auto& e : entity_statements()) all.push_back(e);
   for (const auto& [stmt, sql] : all) {
     if (int rc = stmt->prepare(conn_.db, sql); rc != SQLITE_OK) {
       if ((rc & 0xff) == SQLITE_ERROR)
@@ -111,6 +112,7 @@ StoreCapabilities SqliteStore::capabilities() const {
   c.durable = true;
   c.shared = shared();
   c.transactional = true;
+  c.entities = true;
   return c;
 }
 
@@ -227,6 +229,12 @@ StatusOr<ClaimResult> SqliteStore::claim_one(const ClaimRequest& q) {
   }
   const std::uint32_t retries = live_retries(*row, now);
   const std::int64_t until = now + q.lease.count();
+  ClaimResult granted = ClaimResult::granted(retries);
+  if (q.entity_key) {
+    auto entity = read_entity_one(*q.entity_key);
+    if (!entity.ok()) return entity.status();
+    granted.entity = std::move(*entity);
+  }
   if (shared()) {
     // The row expires with its retry count if it has one, else with the lease.
     const std::int64_t expires = retries > 0 ? (*row)->expires_ms : until;
@@ -237,21 +245,24 @@ StatusOr<ClaimResult> SqliteStore::claim_one(const ClaimRequest& q) {
     auto [it, inserted] = leases_.try_emplace(std::string(q.id));
     it->second = Lease{std::string(q.owner), until, q.fingerprint};
   }
-  return ClaimResult::granted(retries);
+  return granted;
 }
 
 namespace {
 Status check_claim(const ClaimRequest& q) {
   if (q.id.empty()) return invalid_argument("claim: empty id");
   if (q.lease.count() <= 0) return invalid_argument("claim: lease must be > 0");
-  return Status::ok();
-}
-Status check_commit(const CommitRequest& q) {
-  if (q.id.empty()) return invalid_argument("commit: empty id");
-  if (q.ttl.count() <= 0) return invalid_argument("commit: ttl must be > 0");
+  if (q.entity_key && q.entity_key->empty()) return invalid_argument("claim: empty entity key");
   return Status::ok();
 }
 }  // namespace
+
+Status check_commit(const CommitRequest& q) {
+  if (q.id.empty()) return invalid_argument("commit: empty id");
+  if (q.ttl.count() <= 0) return invalid_argument("commit: ttl must be > 0");
+  if (q.entity) return check_entity_write(*q.entity);
+  return Status::ok();
+}
 
 StatusOr<ClaimResult> SqliteStore::claim(const ClaimRequest& q) {
   if (Status s = check_claim(q); !s.is_ok()) return s;
@@ -332,14 +343,21 @@ Status SqliteStore::commit_one(const CommitRequest& q) {
   return internal_error("commit: the record was not written");
 }
 
+Status SqliteStore::commit_with_entity(const CommitRequest& q) {
+  if (Status s = fault("commit.before_write"); !s.is_ok()) return s;
+  if (Status s = commit_one(q); !s.is_ok()) return s;
+  if (Status s = fault("commit.after_record"); !s.is_ok()) return s;
+  if (!q.entity) return Status::ok();
+  if (Status s = write_entity_one(*q.entity); !s.is_ok()) return s;
+  return fault("commit.after_entity");
+}
+
 Status SqliteStore::commit(const CommitRequest& q) {
   if (Status s = check_commit(q); !s.is_ok()) return s;
   std::lock_guard lock(mu_);
   WriteScope w(*this);
   if (Status s = w.start(); !s.is_ok()) return s;
-  if (Status s = fault("commit.before_write"); !s.is_ok()) return s;
-  if (Status s = commit_one(q); !s.is_ok()) return s;
-  if (Status s = fault("commit.after_record"); !s.is_ok()) return s;
+  if (Status s = commit_with_entity(q); !s.is_ok()) return s;
   if (Status s = w.finish(); !s.is_ok()) return s;
   forget_lease(q.id);
   return Status::ok();
@@ -356,9 +374,22 @@ std::vector<Status> SqliteStore::commit_batch(std::span<const CommitRequest> req
   bool first = true;
   for (const auto& q : requests) {
     Status s = check_commit(q);
-    if (s.is_ok()) s = commit_one(q);
+    if (s.is_ok() && q.entity) {
+      // The record and the entity write of one item land together or not at all: the
+      // revision is checked before anything of the item is written, and nothing else
+      // can write between the check and the write (one write transaction, mu_ held).
+      s = check_revision(*q.entity);
+      if (s.is_ok()) s = commit_one(q);
+      if (s.is_ok()) {
+        s = write_entity_one(*q.entity);
+        if (!s.is_ok()) return fail_all(s.code() == StatusCode::kAborted ? internal_error(s.message()) : s);
+      }
+    } else if (s.is_ok()) {
+      s = commit_one(q);
+    }
     const auto code = s.code();
-    if (!s.is_ok() && code != StatusCode::kFailedPrecondition && code != StatusCode::kInvalidArgument)
+    if (!s.is_ok() && code != StatusCode::kFailedPrecondition && code != StatusCode::kInvalidArgument &&
+        code != StatusCode::kAborted)
       return fail_all(s);  // an error of SQLite: nothing of the batch is kept
     out.push_back(std::move(s));
     if (first && out.back().is_ok()) {

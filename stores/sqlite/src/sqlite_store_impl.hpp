@@ -14,6 +14,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "idem/sqlite_store.hpp"
@@ -31,6 +32,12 @@ struct Connection {
   Connection& operator=(const Connection&) = delete;
   ~Connection() { sqlite3_close_v2(db); }
 };
+
+// Returns kInvalidArgument for a write the contract forbids (empty key or new state).
+Status check_entity_write(const EntityWrite& w);
+// Returns kInvalidArgument for a commit the contract forbids (empty id, ttl <= 0, a bad
+// entity write).
+Status check_commit(const CommitRequest& q);
 
 class SqliteStore final : public Store, public std::enable_shared_from_this<SqliteStore> {
  public:
@@ -50,6 +57,13 @@ class SqliteStore final : public Store, public std::enable_shared_from_this<Sqli
   std::vector<Status> commit_batch(std::span<const CommitRequest> requests) override;
   StatusOr<std::unique_ptr<StoreTransaction>> begin(TimePoint now) override;
   StatusOr<std::size_t> purge_expired(TimePoint now, std::size_t max_records) override;
+
+  StatusOr<EntityRecord> read_entity(std::string_view key) override;
+  Status write_entity(const EntityWrite& write) override;
+  Status buffer_put(const BufferPut& put) override;
+  StatusOr<std::vector<BufferEntry>> buffer_read(std::string_view key, std::size_t max) override;
+  Status buffer_remove(std::string_view key, std::uint64_t version) override;
+  StatusOr<BufferSummary> buffer_summary(std::size_t max_keys) override;
 
   // For SqliteTransaction. REQUIRES: mu_ held by the caller's thread and a transaction
   // opened by begin() still open. Writes the commit, then COMMITs; on any failure
@@ -100,6 +114,8 @@ class SqliteStore final : public Store, public std::enable_shared_from_this<Sqli
   };
 
   bool shared() const { return options_.leases == LeaseMode::kShared; }
+  // The statements of entities.cpp with their SQL, for prepare().
+  std::vector<std::pair<Statement*, std::string_view>> entity_statements();
   Status run(const Statement& s, std::string_view what);  // steps to DONE
   Status fault(std::string_view point) const;
   Status error(int rc, std::string_view what) const;
@@ -110,6 +126,26 @@ class SqliteStore final : public Store, public std::enable_shared_from_this<Sqli
   std::optional<Lease> lease_of(std::string_view id, const std::optional<Row>& row) const;
   StatusOr<ClaimResult> claim_one(const ClaimRequest& q);
   Status commit_one(const CommitRequest& q);
+  // commit_one, then (if q.entity) the entity write and its buffer removal, with the
+  // fault points of a commit between them. REQUIRES: a write transaction, which the
+  // caller rolls back (or rolls back to a savepoint) on any error: on error some of
+  // it may have been written.
+  Status commit_with_entity(const CommitRequest& q);
+  // The record of key (revision 0 if none).
+  StatusOr<EntityRecord> read_entity_one(std::string_view key);
+  // Returns kAborted unless key's revision is w.expect_revision; writes nothing.
+  Status check_revision(const EntityWrite& w);
+  // REQUIRES: a write transaction, rolled back by the caller on error. Applies w
+  // (kAborted if the revision moved) and removes the buffer entry it names.
+  Status write_entity_one(const EntityWrite& w);
+  // REQUIRES: a write transaction. Removes (key, version) from the buffer and its
+  // totals; OK if absent.
+  Status remove_buffered(std::string_view key, std::uint64_t version);
+  // REQUIRES: a write transaction. See buffer_put.
+  Status buffer_put_one(const BufferPut& put);
+  // Appends up to max entries of key with versions in [0, 2^63) (high = false) or
+  // [2^63, 2^64) (high = true), ascending.
+  Status read_buffered(std::string_view key, bool high, std::size_t max, std::vector<BufferEntry>& out);
   StatusOr<std::uint32_t> release_one(const ReleaseRequest& q, bool& drop_lease);
   Status write_pending(std::string_view id, std::uint32_t retries, std::int64_t expires_ms,
                        const std::optional<std::uint64_t>& fingerprint);
@@ -137,6 +173,9 @@ class SqliteStore final : public Store, public std::enable_shared_from_this<Sqli
   Statement savepoint_, release_savepoint_, rollback_savepoint_;
   Statement select_row_, insert_done_, update_done_, upsert_pending_, upsert_lease_, extend_lease_;
   Statement delete_row_, scan_after_, scan_from_, scan_up_to_;
+  Statement select_entity_, insert_entity_, update_entity_;
+  Statement buffer_get_, buffer_key_count_, buffer_insert_, buffer_delete_, buffer_low_, buffer_high_;
+  Statement buffer_keys_, totals_, totals_add_;
 };
 
 }  // namespace idem::sqlite::detail

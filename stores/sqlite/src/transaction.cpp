@@ -50,12 +50,8 @@ Status SqliteStore::commit_transaction(const CommitRequest& q) {
     return failed_precondition(
         "sqlite: the transaction was ended by the handler (COMMIT or ROLLBACK through the connection); "
         "nothing was committed by idem");
-  Status s;
-  if (q.id.empty()) s = invalid_argument("commit: empty id");
-  else if (q.ttl.count() <= 0) s = invalid_argument("commit: ttl must be > 0");
-  if (s.is_ok()) s = fault("commit.before_write");
-  if (s.is_ok()) s = commit_one(q);
-  if (s.is_ok()) s = fault("commit.after_record");
+  Status s = check_commit(q);
+  if (s.is_ok()) s = commit_with_entity(q);
   if (s.is_ok()) s = run(commit_, "committing to");
   if (!s.is_ok()) {
     rollback_transaction();

@@ -80,7 +80,8 @@ Status snapshot(Store& store);
 // What a durable store offers its front filter. Every member may be empty.
 struct DurableHooks {
   // Takes the lease like Store::claim, given that the id has no record: no read.
-  // Empty: the filter cannot save reads.
+  // Empty: the filter cannot save reads. Never called for a claim with an entity_key
+  // (its entity record must be read): the filter passes those to Store::claim.
   std::function<StatusOr<ClaimResult>(const ClaimRequest&)> claim_absent;
   // Calls visit(id, expires_at) for every record the durable store holds. Empty: the
   // filter cannot warm, so it never vouches for absence (every claim reads).

@@ -1,6 +1,15 @@
 // redis://… — the shared store (idem::redis): one dedup state for many consumer
 // processes on many machines, on a standalone Redis server or a Redis Cluster.
 //
+// Entities (capabilities().entities): entity records and the reorder buffer of
+// entity.hpp. Every key of one entity shares the entity's hash tag; on a cluster the
+// record of an id claimed with an entity key does too (key_of(id, entity_key)), so a
+// commit with an entity write is one script in one slot. The caller then passes the
+// same entity key on every claim, release, extend and commit of the id (store.hpp). Buffer totals and the index of buffered keys
+// are global: on a standalone server they change in the same script; on a cluster
+// they live in another slot and change in a second command, so total limits and
+// buffer_summary's order are approximate there (the per-key limit stays exact).
+//
 // Atomicity: every state change is one atomic server-side step: a Lua script (commit,
 // release, extend, and claim of an id whose key exists) or, for the claim of an id
 // whose key is absent, a plain SET NX PX of the value the script would write. Scripts
@@ -28,8 +37,10 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -94,6 +105,13 @@ class RedisStore : public Store {
 
   // Returns the key that holds id's record (for tools and tests).
   virtual std::string key_of(std::string_view id) const = 0;
+  // Returns the key that holds the record of an id claimed with entity_key (in the
+  // entity's slot; docs/stores.md). REQUIRES: entity_key non-empty.
+  virtual std::string key_of(std::string_view id, std::string_view entity_key) const = 0;
+  // inspect() of an id claimed with entity_key (whose record key_of(id, entity_key)
+  // holds).
+  virtual StatusOr<std::optional<RecordInfo>> inspect_with_entity(std::string_view id, std::string_view entity_key,
+                                                                  TimePoint now) = 0;
 };
 
 // Connects (and authenticates, selects, loads the scripts, and for a cluster reads

@@ -5,9 +5,13 @@
 //   idem_meta     "layout" → "idem.rocksdb/<kLayoutVersion>"
 //   idem_done     id → completed / dead-lettered record: expiry, fingerprint, result
 //   idem_retries  id → retry count and its expiry
+//   idem_entities entity key → entity record (revision, version, state); no expiry
+//   idem_buffer   length-prefixed entity key + big-endian version → buffered message
+//                 (buffered_at, id, message); a key's entries by ascending version
 //   default and Options::user_column_families: the handler's own data (transactional
 //   mode); idem never reads or writes them itself.
-// Names starting with "idem_" are reserved for idem (later: entities, reorder buffer).
+// Names starting with "idem_" are reserved for idem. A database from before
+// idem_entities and idem_buffer existed gets them added at open.
 //
 // Leases (in-progress claims) live in this process's memory, in lock stripes keyed by
 // the id's hash. RocksDB locks its directory to one process (the LOCK file), so no
@@ -17,6 +21,13 @@
 // id's stripe lock (so exactly one of many concurrent claimers wins); a commit is one
 // WriteBatch (the record, the cleared retry count and, in transactional mode, the
 // handler's writes), written under the same lock.
+//
+// Entity records (capabilities().entities): an entity write is a compare-and-set
+// made under the lock stripe of the entity key (taken with the id's stripe, in stripe
+// order, by a commit), and lands in the commit's one WriteBatch with the dedup record
+// and the removal of the unbuffered entry. Up to Options::entity_cache records are
+// kept in memory, exact because this process is the only writer. The reorder
+// buffer's totals are kept in memory, rebuilt by a scan at open.
 //
 // Expiry: every record carries its expiry time. Reads treat an expired record as
 // absent. A compaction filter drops records that expired before the largest `now`
@@ -51,6 +62,10 @@ struct Options {
   int bloom_bits_per_key = 10;       // SST Bloom filter bits per key; 0: none; default 10
   std::size_t write_buffer_mib = 4;  // memtable size per column family in MiB; default 4
   std::size_t lease_stripes = 64;    // lock stripes for leases; REQUIRES: > 0; default 64
+  // Entity records kept in memory (a cache of idem_entities, exact because this
+  // process is the only writer), so that the ordering path reads none from the
+  // database. In records; 0: none cached. Default 100,000.
+  std::size_t entity_cache = 100'000;
   // Column families the handler may write in transactional mode besides "default";
   // created if absent. Names must not start with "idem_". Default: none.
   std::vector<std::string> user_column_families{};
@@ -65,7 +80,7 @@ struct Options {
 StatusOr<std::shared_ptr<Store>> open(const Options& options);
 
 // From a URI: rocksdb:PATH?sync=true|false&block_cache_mib=N&bloom_bits=N&
-// write_buffer_mib=N&stripes=N&cf=NAME[,NAME…]
+// write_buffer_mib=N&stripes=N&entity_cache=N&cf=NAME[,NAME…]
 StatusOr<std::shared_ptr<Store>> open(const StoreUri& uri);
 
 // Writes the handler adds to the commit's WriteBatch in transactional mode. They land

@@ -9,6 +9,14 @@
 //   - LeaseMode::kShared: in the file, so several processes on one host can share it.
 //     Costs a second write transaction per message (the claim).
 //
+// Entity records and the reorder buffer (entity.hpp): capabilities().entities is true
+// in both lease modes. A claim with entity_key reads the key's record in the same step
+// (leases=shared: in the claim's write transaction). A commit with `entity` writes the
+// dedup record, the entity compare-and-set and the buffer removal in one write
+// transaction; a revision mismatch rolls it all back (kAborted). The buffer keeps a
+// totals row, so buffer_put checks its limits in O(per_key) rows read.
+// buffer_summary reads the whole buffer (bounded by BufferLimits::total).
+//
 // Transactional mode: begin() opens a write transaction (BEGIN IMMEDIATE) on the
 // store's connection and holds the store's lock until it commits or rolls back; the
 // handler writes its own tables through connection(ctx) and the dedup record lands in
@@ -40,8 +48,9 @@ struct Options {
   Synchronous synchronous = Synchronous::kNormal;
   std::int64_t cache_mib = 64;          // page cache size in MiB; default 64; REQUIRES: > 0
   // Tests only (see store.hpp); null by default. Called inside the write transaction
-  // at "commit.before_write" and "commit.after_record" (commit() and
-  // StoreTransaction::commit()), and at "commit_batch.before_write",
+  // at "commit.before_write", "commit.after_record" and, for a commit with an entity
+  // write, "commit.after_entity" (after the entity write and the buffer removal)
+  // (commit() and StoreTransaction::commit()), and at "commit_batch.before_write",
   // "commit_batch.after_first" (after the first record is written) and
   // "commit_batch.before_commit". A non-OK answer rolls the whole transaction back
   // and is returned (for every item of a batch).
@@ -58,7 +67,10 @@ struct Options {
 // per id (a BLOB key, WITHOUT ROWID) with its state, fingerprint, result, retry count
 // and expiry, and no secondary index, so that a commit writes one b-tree. A file that
 // still has the index idem_records_expires on idem_records (written by an earlier
-// build) opens, and the index is dropped.
+// build) opens, and the index is dropped. Schema version 2 adds idem_entities (one row
+// per entity key, WITHOUT ROWID), idem_buffer (PRIMARY KEY (key, version), WITHOUT
+// ROWID) and idem_buffer_totals (one row: entries and bytes in the buffer). A file of
+// version 1 is upgraded to version 2 at open, in one transaction.
 //
 // Purge: purge_expired(now, max_records) is a rotating scan over the primary key. The
 // store keeps a cursor (the last id read, in memory; the first row after open). Each
@@ -83,6 +95,6 @@ StatusOr<std::shared_ptr<Store>> open(const StoreUri& uri);
 sqlite3* connection(const HandlerContext& ctx);
 
 // The schema version this build writes.
-inline constexpr int kSchemaVersion = 1;
+inline constexpr int kSchemaVersion = 2;
 
 }  // namespace idem::sqlite

@@ -1,0 +1,384 @@
+// Entity records and the reorder buffer of the RocksDB store (idem_entities,
+// idem_buffer; byte formats in entity_record.hpp).
+//
+// Compare-and-set: every write of an entity record (write_entity, a commit with an
+// entity write, a commit_batch) reads the stored revision and writes the new record
+// while it holds the lock stripe of the entity key; a commit takes that stripe and its
+// id's stripe together, in index order (lock_pair/lock_all), so it cannot deadlock
+// with another commit. RocksDB admits one process per database (its LOCK file), so
+// these in-process locks see every writer there is. RocksDB's own transactions
+// (TransactionDB or OptimisticTransactionDB) would give the same safety, but they
+// add a lock manager or a conflict check to every write of every id, dedup-only
+// commits included, and need a different DB type at open; the stripes are already
+// held for the lease check.
+//
+// Because every writer holds the key's stripe, the stripe can also hold the key's
+// record (Stripe::entities): filled from the database under the lock, replaced after
+// a write lands, dropped after a write fails. It then never differs from the
+// database, and the ordering path (claim with entity_key, commit with an entity
+// write) reads no entity record from RocksDB at all.
+//
+// Buffer totals live in memory (BufferTotals), rebuilt at open by a scan of
+// idem_buffer: buffer_put reserves its entry there before it writes, so that two
+// puts cannot both pass a total limit. The per-key count is a prefix scan that stops
+// at the limit, under the key's stripe lock.
+#include <rocksdb/iterator.h>
+
+#include <algorithm>
+#include <queue>
+
+#include "rocksdb_store_impl.hpp"
+
+namespace idem::rocksdb::detail {
+namespace {
+
+::rocksdb::Slice slice(std::string_view s) { return {s.data(), s.size()}; }
+std::string_view view(const ::rocksdb::Slice& s) { return {s.data(), s.size()}; }
+
+Status unknown_buffer_format() { return data_loss("rocksdb: an idem_buffer entry has an unknown format"); }
+
+// An iterator over the entries of one key in idem_buffer, ascending version.
+class KeyScan {
+ public:
+  KeyScan(::rocksdb::DB& db, ::rocksdb::ColumnFamilyHandle* cf, std::string_view key)
+      : prefix_(buffer_prefix(key)), end_(prefix_successor(prefix_)), end_slice_(end_) {
+    ::rocksdb::ReadOptions ro;
+    ro.iterate_upper_bound = &end_slice_;
+    it_.reset(db.NewIterator(ro, cf));
+    it_->Seek(prefix_);
+  }
+  bool valid() const { return it_->Valid(); }
+  void next() { it_->Next(); }
+  std::string_view key() const { return view(it_->key()); }
+  std::string_view value() const { return view(it_->value()); }
+  Status status() const { return to_status(it_->status(), "scan idem_buffer"); }
+
+ private:
+  std::string prefix_;
+  std::string end_;
+  ::rocksdb::Slice end_slice_;
+  std::unique_ptr<::rocksdb::Iterator> it_;
+};
+
+}  // namespace
+
+const EntityRecord* EntityStaging::find(std::string_view key) const {
+  if (records_.size() > kLinear) {
+    auto it = index_.find(key);
+    return it == index_.end() ? nullptr : &records_[it->second].second;
+  }
+  for (const auto& [k, r] : records_)
+    if (k == key) return &r;
+  return nullptr;
+}
+
+void EntityStaging::stage(std::string_view key, EntityRecord r) {
+  if (records_.size() > kLinear) {
+    if (auto it = index_.find(key); it != index_.end()) {
+      records_[it->second].second = std::move(r);
+      return;
+    }
+  } else {
+    for (auto& [k, old] : records_) {
+      if (k == key) {
+        old = std::move(r);
+        return;
+      }
+    }
+  }
+  records_.emplace_back(std::string(key), std::move(r));
+  if (records_.size() == kLinear + 1) {
+    for (std::size_t i = 0; i < records_.size(); ++i) index_.emplace(records_[i].first, i);
+  } else if (records_.size() > kLinear + 1) {
+    index_.emplace(records_.back().first, records_.size() - 1);
+  }
+}
+
+Status check_entity_write(const EntityWrite& w, const char* op) {
+  if (w.key.empty()) return invalid_argument(std::string("rocksdb: ") + op + ": the entity key is empty");
+  if (w.key.size() > UINT32_MAX) return invalid_argument(std::string("rocksdb: ") + op + ": the entity key is too long");
+  if (w.state && w.state->empty())
+    return invalid_argument(std::string("rocksdb: ") + op + ": the entity state is set but empty");
+  return Status::ok();
+}
+
+Status RocksStore::get_entity(std::string_view key, EntityRecord& out) {
+  ::rocksdb::PinnableSlice v;
+  auto s = db_->Get(::rocksdb::ReadOptions(), entities_cf_, slice(key), &v);
+  if (s.IsNotFound()) {
+    out = EntityRecord{};
+    return Status::ok();
+  }
+  if (!s.ok()) return to_status(s, "read idem_entities");
+  auto r = decode_entity(std::string_view(v.data(), v.size()));
+  if (!r) return data_loss("rocksdb: the idem_entities record of a key has an unknown format");
+  out = std::move(*r);
+  return Status::ok();
+}
+
+const EntityRecord* RocksStore::cached_entity(std::string_view key) {
+  if (entity_cache_per_stripe == 0) return nullptr;
+  auto& cache = stripe_of(key).entities;
+  auto it = cache.find(key);
+  return it == cache.end() ? nullptr : &it->second;
+}
+
+void RocksStore::cache_entity(std::string_view key, const EntityRecord& r) {
+  if (entity_cache_per_stripe == 0) return;
+  auto& cache = stripe_of(key).entities;
+  if (auto it = cache.find(key); it != cache.end()) {
+    it->second = r;
+    return;
+  }
+  if (cache.size() >= entity_cache_per_stripe) cache.erase(cache.begin());  // any one makes room
+  cache.emplace(std::string(key), r);
+}
+
+Status RocksStore::current_entity(std::string_view key, EntityRecord& out) {
+  if (const EntityRecord* c = cached_entity(key)) {
+    out = *c;
+    return Status::ok();
+  }
+  if (Status s = get_entity(key, out); !s.is_ok()) return s;
+  cache_entity(key, out);
+  return Status::ok();
+}
+
+void RocksStore::land_entities(const EntityStaging& st, bool landed) {
+  for (const auto& [key, record] : st.records()) {
+    if (landed) {
+      cache_entity(key, record);
+    } else {
+      stripe_of(key).entities.erase(key);
+    }
+  }
+  if (landed) settle(st);
+}
+
+Status RocksStore::stage_entity(const EntityWrite& w, EntityStaging& st, ::rocksdb::WriteBatch& batch) {
+  EntityRecord cur;
+  if (const EntityRecord* staged = st.find(w.key)) {
+    cur = *staged;
+  } else if (Status s = current_entity(w.key, cur); !s.is_ok()) {
+    return s;
+  }
+  if (cur.revision != w.expect_revision)
+    return aborted("rocksdb: the entity record's revision moved (expected " + std::to_string(w.expect_revision) +
+                   ", stored " + std::to_string(cur.revision) + ")");
+  EntityRecord next = std::move(cur);
+  next.revision = w.expect_revision + 1;
+  if (w.version) next.version = *w.version;
+  if (w.state) next.state = std::string(*w.state);
+
+  std::string bkey;
+  std::optional<std::size_t> removed_bytes;
+  if (w.unbuffer) {
+    bkey = buffer_key(w.key, *w.unbuffer);
+    if (!st.unbuffered.contains(bkey)) {
+      ::rocksdb::PinnableSlice v;
+      auto s = db_->Get(::rocksdb::ReadOptions(), buffer_cf_, bkey, &v);
+      if (s.ok()) {
+        auto parts = decode_buffer_value(std::string_view(v.data(), v.size()));
+        if (!parts) return unknown_buffer_format();
+        removed_bytes = w.key.size() + parts->id.size() + parts->message.size();
+      } else if (!s.IsNotFound()) {
+        return to_status(s, "read idem_buffer");
+      }
+    }
+  }
+  thread_local std::string value;  // reused: a record is encoded once per write
+  encode_entity(next, value);
+  if (auto s = batch.Put(entities_cf_, slice(w.key), value); !s.ok()) return to_status(s, "stage entity write");
+  if (removed_bytes) {
+    if (auto s = batch.Delete(buffer_cf_, bkey); !s.ok()) return to_status(s, "stage buffer removal");
+    st.unbuffered.insert(std::move(bkey));
+    ++st.removed_count;
+    st.removed_bytes += *removed_bytes;
+  }
+  st.stage(w.key, std::move(next));
+  return Status::ok();
+}
+
+void RocksStore::settle(const EntityStaging& st) {
+  if (st.removed_count == 0) return;
+  std::lock_guard lock(buffer_totals.mu);
+  buffer_totals.count -= std::min(buffer_totals.count, st.removed_count);
+  buffer_totals.bytes -= std::min(buffer_totals.bytes, st.removed_bytes);
+}
+
+StatusOr<EntityRecord> RocksStore::read_entity(std::string_view key) {
+  std::lock_guard lock(stripe_of(key).mu);
+  EntityRecord r;
+  if (Status s = current_entity(key, r); !s.is_ok()) return s;
+  return r;
+}
+
+Status RocksStore::write_entity(const EntityWrite& w) {
+  if (Status s = check_entity_write(w, "write_entity"); !s.is_ok()) return s;
+  std::lock_guard lock(stripe_of(w.key).mu);
+  EntityStaging st;
+  ::rocksdb::WriteBatch batch;
+  if (Status s = stage_entity(w, st, batch); !s.is_ok()) return s;
+  Status s = to_status(db_->Write(write_options, &batch), "write_entity");
+  land_entities(st, s.is_ok());
+  return s;
+}
+
+StatusOr<std::size_t> RocksStore::count_buffered(std::string_view key, std::size_t limit) {
+  std::size_t n = 0;
+  if (limit == 0) return n;
+  KeyScan scan(*db_, buffer_cf_, key);
+  for (; scan.valid() && n < limit; scan.next()) ++n;
+  if (Status s = scan.status(); !s.is_ok()) return s;
+  return n;
+}
+
+Status RocksStore::buffer_put(const BufferPut& p) {
+  if (p.key.empty()) return invalid_argument("rocksdb: buffer_put: the key is empty");
+  if (p.key.size() > UINT32_MAX) return invalid_argument("rocksdb: buffer_put: the key is too long");
+  if (p.version == 0) return invalid_argument("rocksdb: buffer_put: the version must be > 0");
+  if (p.id.empty()) return invalid_argument("rocksdb: buffer_put: the message id is empty");
+  if (p.id.size() > UINT32_MAX) return invalid_argument("rocksdb: buffer_put: the message id is too long");
+  const std::string k = buffer_key(p.key, p.version);
+  std::lock_guard lock(stripe_of(p.key).mu);
+
+  ::rocksdb::PinnableSlice v;
+  auto g = db_->Get(::rocksdb::ReadOptions(), buffer_cf_, k, &v);
+  if (g.ok()) {
+    auto parts = decode_buffer_value(std::string_view(v.data(), v.size()));
+    if (!parts) return unknown_buffer_format();
+    if (parts->id == p.id) return Status::ok();
+    return failed_precondition("rocksdb: buffer_put: version " + std::to_string(p.version) +
+                               " of this key is buffered with another message id");
+  }
+  if (!g.IsNotFound()) return to_status(g, "read idem_buffer");
+
+  auto held = count_buffered(p.key, p.limits.per_key);
+  if (!held.ok()) return held.status();
+  if (*held >= p.limits.per_key)
+    return resource_exhausted("reorder buffer limit per_key=" + std::to_string(p.limits.per_key) +
+                              " reached for this key");
+  const std::size_t bytes = p.key.size() + p.id.size() + p.message.size();
+  {
+    std::lock_guard t(buffer_totals.mu);
+    if (buffer_totals.count >= p.limits.total)
+      return resource_exhausted("reorder buffer limit total=" + std::to_string(p.limits.total) + " reached");
+    if (buffer_totals.bytes + bytes > p.limits.total_bytes)
+      return resource_exhausted("reorder buffer limit total_bytes=" + std::to_string(p.limits.total_bytes) +
+                                " reached (" + std::to_string(buffer_totals.bytes) + " bytes held, this entry " +
+                                std::to_string(bytes) + ")");
+    ++buffer_totals.count;
+    buffer_totals.bytes += bytes;
+  }
+  ::rocksdb::WriteBatch batch;
+  auto s = batch.Put(buffer_cf_, k, encode_buffer_value(to_unix_ms(p.now), p.id, p.message));
+  if (s.ok()) s = db_->Write(write_options, &batch);
+  if (!s.ok()) {
+    std::lock_guard t(buffer_totals.mu);
+    --buffer_totals.count;
+    buffer_totals.bytes -= bytes;
+    return to_status(s, "buffer_put");
+  }
+  return Status::ok();
+}
+
+StatusOr<std::vector<BufferEntry>> RocksStore::buffer_read(std::string_view key, std::size_t max) {
+  std::vector<BufferEntry> out;
+  if (max == 0) return out;
+  KeyScan scan(*db_, buffer_cf_, key);
+  for (; scan.valid() && out.size() < max; scan.next()) {
+    auto k = decode_buffer_key(scan.key());
+    auto v = decode_buffer_value(scan.value());
+    if (!k || !v) return unknown_buffer_format();
+    out.push_back(BufferEntry{std::string(k->key), k->version, std::string(v->id), std::string(v->message),
+                              from_unix_ms(v->buffered_at_ms)});
+  }
+  if (Status s = scan.status(); !s.is_ok()) return s;
+  return out;
+}
+
+Status RocksStore::buffer_remove(std::string_view key, std::uint64_t version) {
+  const std::string k = buffer_key(key, version);
+  std::lock_guard lock(stripe_of(key).mu);
+  ::rocksdb::PinnableSlice v;
+  auto g = db_->Get(::rocksdb::ReadOptions(), buffer_cf_, k, &v);
+  if (g.IsNotFound()) return Status::ok();
+  if (!g.ok()) return to_status(g, "read idem_buffer");
+  auto parts = decode_buffer_value(std::string_view(v.data(), v.size()));
+  if (!parts) return unknown_buffer_format();
+  const std::size_t bytes = key.size() + parts->id.size() + parts->message.size();
+  ::rocksdb::WriteBatch batch;
+  auto s = batch.Delete(buffer_cf_, k);
+  if (s.ok()) s = db_->Write(write_options, &batch);
+  if (!s.ok()) return to_status(s, "buffer_remove");
+  EntityStaging removed;
+  removed.removed_count = 1;
+  removed.removed_bytes = bytes;
+  settle(removed);
+  return Status::ok();
+}
+
+StatusOr<BufferSummary> RocksStore::buffer_summary(std::size_t max_keys) {
+  BufferSummary out;
+  {
+    std::lock_guard t(buffer_totals.mu);
+    out.count = buffer_totals.count;
+    out.bytes = buffer_totals.bytes;
+  }
+  if (max_keys == 0) return out;
+  // One pass over idem_buffer: a key's entries are adjacent (they share its prefix),
+  // the first is its lowest version. A max-heap by oldest_at keeps the max_keys
+  // oldest keys seen so far.
+  auto later = [](const BufferedKey& a, const BufferedKey& b) { return a.oldest_at < b.oldest_at; };
+  std::priority_queue<BufferedKey, std::vector<BufferedKey>, decltype(later)> oldest(later);
+  auto offer = [&](BufferedKey&& k) {
+    if (oldest.size() < max_keys) {
+      oldest.push(std::move(k));
+    } else if (k.oldest_at < oldest.top().oldest_at) {
+      oldest.pop();
+      oldest.push(std::move(k));
+    }
+  };
+  std::optional<BufferedKey> cur;
+  std::unique_ptr<::rocksdb::Iterator> it(db_->NewIterator(::rocksdb::ReadOptions(), buffer_cf_));
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    auto k = decode_buffer_key(view(it->key()));
+    auto v = decode_buffer_value(view(it->value()));
+    if (!k || !v) return unknown_buffer_format();
+    const TimePoint at = from_unix_ms(v->buffered_at_ms);
+    if (cur && cur->key == k->key) {
+      ++cur->count;
+      cur->oldest_at = std::min(cur->oldest_at, at);
+      continue;
+    }
+    if (cur) offer(std::move(*cur));
+    cur = BufferedKey{std::string(k->key), 1, k->version, at};
+  }
+  if (Status s = to_status(it->status(), "scan idem_buffer"); !s.is_ok()) return s;
+  if (cur) offer(std::move(*cur));
+  out.keys.resize(oldest.size());
+  for (std::size_t i = oldest.size(); i-- > 0;) {
+    out.keys[i] = oldest.top();
+    oldest.pop();
+  }
+  return out;
+}
+
+Status RocksStore::rebuild_buffer_totals() {
+  std::size_t count = 0, bytes = 0;
+  std::unique_ptr<::rocksdb::Iterator> it(db_->NewIterator(::rocksdb::ReadOptions(), buffer_cf_));
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    auto k = decode_buffer_key(view(it->key()));
+    auto v = decode_buffer_value(view(it->value()));
+    if (!k || !v) return unknown_buffer_format();
+    ++count;
+    bytes += entry_bytes(*k, *v);
+  }
+  if (Status s = to_status(it->status(), "scan idem_buffer"); !s.is_ok()) return s;
+  std::lock_guard t(buffer_totals.mu);
+  buffer_totals.count = count;
+  buffer_totals.bytes = bytes;
+  return Status::ok();
+}
+
+}  // namespace idem::rocksdb::detail
