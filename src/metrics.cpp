@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "log.hpp"
+
 namespace idem {
 namespace {
 
@@ -61,7 +63,21 @@ MetricsSnapshot Metrics::snapshot() const {
   s.store_latency = store_latency.snapshot();
   s.handler_latency = handler_latency.snapshot();
   s.queue_wait = queue_wait.snapshot();
+  s.drained = drained_.load(kRelaxed);
+  s.skipped_versions = skipped_.load(kRelaxed);
+  for (int i = 0; i < kReasonCount; ++i) s.buffered_outcomes[i] = buffered_outcomes_[i].load(kRelaxed);
+  std::lock_guard lock(buffer_mu_);
+  s.buffered = buffered_;
+  s.buffer_bytes = buffer_bytes_;
+  s.gaps = gaps_;
   return s;
+}
+
+void Metrics::set_buffer(std::uint64_t count, std::uint64_t bytes, std::vector<GapAge> gaps) {
+  std::lock_guard lock(buffer_mu_);
+  buffered_ = count;
+  buffer_bytes_ = bytes;
+  gaps_ = std::move(gaps);
 }
 
 std::string Metrics::prometheus(std::string_view prefix) const {
@@ -85,6 +101,27 @@ std::string Metrics::prometheus(std::string_view prefix) const {
   out += "# HELP " + p + "_ack_timeout_warnings_total Deliveries that outlived the broker ack timeout.\n";
   out += "# TYPE " + p + "_ack_timeout_warnings_total counter\n";
   out += p + "_ack_timeout_warnings_total " + std::to_string(s.ack_timeout_warnings) + "\n";
+  auto gauge = [&](const std::string& name, const std::string& help, const std::string& type, std::uint64_t v) {
+    out += "# HELP " + p + name + " " + help + "\n# TYPE " + p + name + " " + type + "\n";
+    out += p + name + " " + std::to_string(v) + "\n";
+  };
+  gauge("_buffered_messages", "Entries in the reorder buffer (as of the last tick).", "gauge", s.buffered);
+  gauge("_buffer_bytes", "Bytes in the reorder buffer (as of the last tick).", "gauge", s.buffer_bytes);
+  gauge("_drained_total", "Buffered messages processed by a drain.", "counter", s.drained);
+  gauge("_skipped_versions_total", "Versions skipped by the gap policy skip.", "counter", s.skipped_versions);
+  if (!s.gaps.empty()) {
+    out += "# HELP " + p + "_gap_age_seconds Age of the oldest gaps in the reorder buffer, by key.\n";
+    out += "# TYPE " + p + "_gap_age_seconds gauge\n";
+    for (const GapAge& g : s.gaps) {
+      std::string key = detail::printable(g.key, 64);
+      std::string escaped;
+      for (char c : key) {
+        if (c == '"' || c == '\\') escaped += '\\';
+        escaped += c;
+      }
+      out += p + "_gap_age_seconds{key=\"" + escaped + "\"} " + std::to_string(g.age.count() / 1000.0) + "\n";
+    }
+  }
   append_histogram(out, p + "_store_seconds", "Latency of each store call.", s.store_latency);
   append_histogram(out, p + "_handler_seconds", "Latency of each handler call.", s.handler_latency);
   append_histogram(out, p + "_queue_wait_seconds", "Time from receipt to handler start.", s.queue_wait);

@@ -4,6 +4,7 @@
 
 #include "idem/decision.hpp"
 #include "idem/guarantee.hpp"
+#include "idem/ordering.hpp"
 #include "log.hpp"
 
 namespace idem {
@@ -14,9 +15,20 @@ constexpr std::array<std::string_view, kReasonCount> kReasonNames = {
     "buffered",          "invalid_transition", "retries_exhausted", "handler_failed",
     "retry_requested",   "payload_conflict",   "bad_message",       "store_unavailable",
     "lease_lost",        "unacknowledged",     "nacked",            "fail_open",
-    "reset"};
+    "reset",             "concurrent_update",  "buffer_full",       "too_far_ahead",
+    "gap_timeout"};
 
 constexpr std::array<std::string_view, 4> kActionNames = {"ack", "retry", "dead_letter", "hold"};
+
+constexpr std::array<std::string_view, 4> kOrderingNames = {"none", "watermark", "monotonic", "strict"};
+constexpr std::array<std::string_view, 3> kGapPolicyNames = {"hold", "skip", "dead_letter"};
+
+template <class E, std::size_t N>
+std::optional<E> from_name(const std::array<std::string_view, N>& names, std::string_view name) {
+  for (std::size_t i = 0; i < N; ++i)
+    if (names[i] == name) return static_cast<E>(i);
+  return std::nullopt;
+}
 
 constexpr std::array<std::string_view, 4> kGuaranteeNames = {"at_most_once", "at_least_once",
                                                              "effectively_once", "manual"};
@@ -30,6 +42,13 @@ std::optional<Reason> reason_from_name(std::string_view name) {
   for (int i = 0; i < kReasonCount; ++i)
     if (kReasonNames[i] == name) return static_cast<Reason>(i);
   return std::nullopt;
+}
+
+std::string_view ordering_name(Ordering o) { return kOrderingNames[static_cast<int>(o)]; }
+std::optional<Ordering> ordering_from_name(std::string_view name) { return from_name<Ordering>(kOrderingNames, name); }
+std::string_view gap_policy_name(GapPolicy p) { return kGapPolicyNames[static_cast<int>(p)]; }
+std::optional<GapPolicy> gap_policy_from_name(std::string_view name) {
+  return from_name<GapPolicy>(kGapPolicyNames, name);
 }
 
 std::string_view guarantee_name(Guarantee g) { return kGuaranteeNames[static_cast<int>(g)]; }

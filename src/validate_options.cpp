@@ -4,7 +4,57 @@
 
 #include <string>
 
+#include "idem/state_gate.hpp"
+
 namespace idem::detail {
+
+namespace {
+
+// Ordering and state machines (DESIGN.md §5, §6).
+Status validate_ordering(const ConsumerOptions& o, const ExtractorSet& x) {
+  const OrderingOptions& ord = o.ordering;
+  const std::string mode(ordering_name(ord.mode));
+  if (ord.mode == Ordering::kWatermark) {
+    if (!x.stream || !x.position)
+      return invalid_argument("ordering.mode = watermark needs Extractors::stream and Extractors::position");
+    if (o.machine) return invalid_argument("ConsumerOptions::machine cannot be combined with ordering.mode = watermark; "
+                                           "use monotonic or strict ordering with a state machine");
+    return Status::ok();
+  }
+  const bool by_version = ord.mode == Ordering::kMonotonic || ord.mode == Ordering::kStrict;
+  if (!by_version && !o.machine) return Status::ok();
+  const std::string what = by_version ? "ordering.mode = " + mode : std::string("ConsumerOptions::machine");
+  if (o.guarantee != Guarantee::kEffectivelyOnce && o.guarantee != Guarantee::kManual)
+    return invalid_argument(what + " requires guarantee effectively_once or manual (entity state changes only in the "
+                                   "dedup commit), not " + std::string(guarantee_name(o.guarantee)));
+  if (!o.store->capabilities().entities)
+    return invalid_argument(what + " needs a store that keeps entity records (memory:, sqlite:, rocksdb:, redis://, "
+                                   "bloom+<durable>:); this store does not");
+  if (o.on_store_failure == StoreFailurePolicy::kFailOpen)
+    return invalid_argument("ConsumerOptions::on_store_failure = fail_open contradicts " + what +
+                            ": without the store no order or state can be checked");
+  if (!x.key) return invalid_argument(what + " needs Extractors::key");
+  if (by_version && !x.version) return invalid_argument(what + " needs Extractors::version");
+  if (o.machine && !x.event) return invalid_argument("ConsumerOptions::machine needs Extractors::event");
+  if (ord.max_key_bytes == 0) return invalid_argument("ordering.max_key_bytes must be > 0");
+  if (ord.mode == Ordering::kStrict) {
+    if (!x.codec)
+      return invalid_argument("ordering.mode = strict needs Extractors::encode and Extractors::decode (buffered "
+                              "messages are stored encoded and handled later)");
+    if (!o.on_buffered)
+      return invalid_argument("ordering.mode = strict needs ConsumerOptions::on_buffered: a buffered message that is "
+                              "later dead-lettered (retries, gap policy) can only be handed over there");
+    if (ord.gap_timeout.count() <= 0) return invalid_argument("ordering.gap_timeout must be > 0 ms");
+    if (ord.limits.per_key == 0 || ord.limits.total == 0 || ord.limits.total_bytes == 0)
+      return invalid_argument("ordering.limits (per_key, total, total_bytes) must be > 0");
+    if (ord.first_version && *ord.first_version == 0)
+      return invalid_argument("ordering.first_version must be >= 1 (or nullopt: the first version that arrives)");
+    if (ord.drain_per_call == 0) return invalid_argument("ordering.drain_per_call must be > 0");
+  }
+  return Status::ok();
+}
+
+}  // namespace
 
 Status validate_options(const ConsumerOptions& o, const ExtractorSet& x) {
   const std::string g(guarantee_name(o.guarantee));
@@ -42,6 +92,7 @@ Status validate_options(const ConsumerOptions& o, const ExtractorSet& x) {
       (o.guarantee == Guarantee::kEffectivelyOnce || o.guarantee == Guarantee::kManual))
     return invalid_argument("the store is probabilistic (a false positive drops a new message as a duplicate); "
                             "set ConsumerOptions::allow_probabilistic_store = true to accept that under " + g);
+  if (Status s = validate_ordering(o, x); !s.is_ok()) return s;
   return Status::ok();
 }
 

@@ -13,6 +13,9 @@
 #include <cstddef>
 #include <exception>
 #include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
 #include <memory>
 #include <span>
 #include <utility>
@@ -41,7 +44,7 @@ class Consumer {
   Decision process(const Msg& m) {
     const Msg* one = &m;
     Call call{this, std::span<const Msg>(one, 1)};
-    return engine_->process(extractors_.view(m), {&call, &Call::invoke}, 0);
+    return engine_->process(extractors_.view(m), call.thunk(), 0);
   }
 
   // Runs many deliveries with batched store calls. Decisions in input order.
@@ -50,8 +53,17 @@ class Consumer {
     views.reserve(ms.size());
     for (const Msg& m : ms) views.push_back(extractors_.view(m));
     Call call{this, ms};
-    return engine_->process_batch(views, {&call, &Call::invoke});
+    return engine_->process_batch(views, call.thunk());
   }
+
+  // See Engine::tick(): drains and gap timeouts in idle periods; call once at start-up.
+  std::size_t tick() {
+    Call call{this, {}};
+    return engine_->tick(call.thunk());
+  }
+
+  // See Engine::reset_watermark().
+  void reset_watermark(std::string_view stream, std::uint64_t position) { engine_->reset_watermark(stream, position); }
 
   Metrics& metrics() { return engine_->metrics(); }
   const ConsumerOptions& options() const { return engine_->options(); }
@@ -63,6 +75,21 @@ class Consumer {
     static HandlerResult invoke(void* p, std::size_t i, HandlerContext& ctx) {
       auto* c = static_cast<Call*>(p);
       return c->self->handler_(c->ms[i], ctx);
+    }
+    static bool invoke_encoded(void* p, std::string_view bytes, HandlerContext& ctx, HandlerResult& out) {
+      auto* c = static_cast<Call*>(p);
+      std::optional<Msg> m = c->self->extractors_.decode(bytes);
+      if (!m) return false;
+      out = c->self->handler_(*m, ctx);
+      return true;
+    }
+    static std::string encode(void* p, std::size_t i) {
+      auto* c = static_cast<Call*>(p);
+      return c->self->extractors_.encode(c->ms[i]);
+    }
+    HandlerThunk thunk() {
+      if (!(self->extractors_.encode && self->extractors_.decode)) return {this, &Call::invoke, nullptr, nullptr};
+      return {this, &Call::invoke, &Call::encode, &Call::invoke_encoded};
     }
   };
 

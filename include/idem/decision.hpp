@@ -36,9 +36,13 @@ enum class Reason {
   kNacked,             // manual guarantee: the handler nacked
   kFailOpen,           // the store was unavailable and fail-open ran the handler anyway
   kReset,              // a watermark reset, not a delivery
+  kConcurrentUpdate,   // another consumer changed the entity between read and commit
+  kBufferFull,         // the reorder buffer is at a limit; the broker keeps the message
+  kTooFarAhead,        // the version is beyond applied + horizon (a likely producer bug)
+  kGapTimeout,         // a gap outlived gap_timeout and the gap policy dead-lettered it
 };
 
-inline constexpr int kReasonCount = static_cast<int>(Reason::kReset) + 1;
+inline constexpr int kReasonCount = static_cast<int>(Reason::kGapTimeout) + 1;
 
 // Stable snake_case names, used in logs, metrics and the replay output.
 std::string_view action_name(Action a);

@@ -6,6 +6,8 @@
 #include <cstddef>
 #include <memory>
 #include <span>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "idem/decision.hpp"
@@ -17,10 +19,16 @@
 
 namespace idem {
 
-// Calls the user's handler for message `index` of the current call (0 for process()).
+// Calls the user's handler for message `index` of the current call (0 for process()),
+// or (call_encoded) for a message from the reorder buffer: decodes `encoded` and calls
+// the handler on it, returning false without calling it if it cannot be decoded.
+// encode returns the encoded form of message `index`. Both may be null when strict
+// ordering is off.
 struct HandlerThunk {
   void* self = nullptr;
   HandlerResult (*call)(void* self, std::size_t index, HandlerContext& ctx) = nullptr;
+  std::string (*encode)(void* self, std::size_t index) = nullptr;
+  bool (*call_encoded)(void* self, std::string_view encoded, HandlerContext& ctx, HandlerResult& out) = nullptr;
 };
 
 namespace detail {
@@ -45,6 +53,17 @@ class Engine {
   // consumers and guarantees other than effectively_once process the batch one message
   // at a time.
   std::vector<Decision> process_batch(std::span<const MessageView> ms, HandlerThunk handler);
+
+  // Work that waits on time rather than on deliveries (strict ordering): drains keys
+  // whose next version is buffered (e.g. after a crash mid-drain), applies the gap
+  // policy to gaps older than gap_timeout, and refreshes the buffer metrics. process()
+  // does the same every gap_timeout / 4; call tick() in idle periods and once at
+  // start-up. Returns the number of buffered messages that left the buffer.
+  std::size_t tick(HandlerThunk handler);
+
+  // Watermark: sets the stream's watermark to `position` (positions <= it are dropped
+  // from now on; later ones pass), e.g. after a cursor reset or a requested redelivery.
+  void reset_watermark(std::string_view stream, std::uint64_t position);
 
   const ConsumerOptions& options() const { return opts_; }
   Metrics& metrics() { return *metrics_; }

@@ -72,6 +72,18 @@ class HandlerContext {
   // 1 on the first attempt, 1 + the recorded retries after failures.
   std::uint32_t attempt() const { return attempt_; }
   Guarantee guarantee() const { return guarantee_; }
+  // The entity key and version, when extracted (empty / 0 otherwise).
+  std::string_view key() const { return key_; }
+  std::uint64_t version() const { return version_; }
+  // With a state machine: the event and the transition this call applies (the commit
+  // stores `to` as the entity's state). Empty without one.
+  std::string_view event() const { return event_; }
+  std::string_view from() const { return from_; }
+  std::string_view to() const { return to_; }
+  // True when the message comes from the reorder buffer rather than from the broker
+  // (its delivery was acked as `buffered` earlier).
+  bool drained() const { return drained_; }
+
   // When the lease ends unless extended (effectively_once, manual).
   TimePoint lease_expires_at() const { return lease_until_; }
 
@@ -101,6 +113,9 @@ class HandlerContext {
   Guarantee guarantee_ = Guarantee::kEffectivelyOnce;
   TimePoint lease_until_{};
   StoreTransaction* transaction_ = nullptr;
+  std::string_view key_, event_, from_, to_;
+  std::uint64_t version_ = 0;
+  bool drained_ = false;
   Manual manual_ = Manual::kNone;
   Duration nack_delay_{0};
 };

@@ -1,13 +1,15 @@
-// Counters per decision and latency histograms. Lock-free; every method is
-// thread-safe. Read as a struct (snapshot()) or as Prometheus text (prometheus()).
+// Counters per decision and latency histograms. Lock-free except the buffer gauges;
+// every method is thread-safe. Read as a struct (snapshot()) or as Prometheus text (prometheus()).
 #pragma once
 
 #include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "idem/decision.hpp"
 
@@ -36,6 +38,14 @@ class Histogram {
   std::atomic<std::uint64_t> sum_ns_{0};
 };
 
+// The age of one key's gap in the reorder buffer (strict ordering).
+struct GapAge {
+  std::string key;
+  Duration age{0};                   // ms since its oldest entry was buffered
+  std::size_t buffered = 0;          // entries of this key
+  std::uint64_t lowest_version = 0;  // the smallest buffered version
+};
+
 struct MetricsSnapshot {
   std::array<std::uint64_t, kReasonCount> decisions{};  // by Reason
   std::array<std::uint64_t, 4> actions{};               // by Action
@@ -43,6 +53,16 @@ struct MetricsSnapshot {
   HistogramSnapshot store_latency;    // each store call
   HistogramSnapshot handler_latency;  // each handler call
   HistogramSnapshot queue_wait;       // received → handler start
+
+  // Strict ordering. Gauges as of the last tick: entries and bytes in the reorder
+  // buffer, and the oldest gaps (up to ordering.gap_report_keys, oldest first).
+  std::uint64_t buffered = 0;
+  std::uint64_t buffer_bytes = 0;
+  std::vector<GapAge> gaps;
+  std::uint64_t drained = 0;           // buffered messages processed by a drain
+  std::uint64_t skipped_versions = 0;  // versions skipped by gap_policy skip
+  // Outcomes of messages that left (or failed to leave) the buffer, by Reason.
+  std::array<std::uint64_t, kReasonCount> buffered_outcomes{};
 
   std::uint64_t decisions_for(Reason r) const { return decisions[static_cast<int>(r)]; }
   std::uint64_t actions_for(Action a) const { return actions[static_cast<int>(a)]; }
@@ -52,6 +72,13 @@ class Metrics {
  public:
   void count(const Decision& d);
   void count_ack_timeout() { ack_timeouts_.fetch_add(1, std::memory_order_relaxed); }
+  void count_drained(std::uint64_t n) { drained_.fetch_add(n, std::memory_order_relaxed); }
+  void count_skipped(std::uint64_t n) { skipped_.fetch_add(n, std::memory_order_relaxed); }
+  void count_buffered_outcome(const Decision& d) {
+    buffered_outcomes_[static_cast<int>(d.reason)].fetch_add(1, std::memory_order_relaxed);
+  }
+  // Sets the buffer gauges (takes a lock: called once per tick).
+  void set_buffer(std::uint64_t count, std::uint64_t bytes, std::vector<GapAge> gaps);
 
   Histogram store_latency;
   Histogram handler_latency;
@@ -65,6 +92,12 @@ class Metrics {
   std::array<std::atomic<std::uint64_t>, kReasonCount> decisions_{};
   std::array<std::atomic<std::uint64_t>, 4> actions_{};
   std::atomic<std::uint64_t> ack_timeouts_{0};
+  std::atomic<std::uint64_t> drained_{0};
+  std::atomic<std::uint64_t> skipped_{0};
+  std::array<std::atomic<std::uint64_t>, kReasonCount> buffered_outcomes_{};
+  mutable std::mutex buffer_mu_;
+  std::uint64_t buffered_ = 0, buffer_bytes_ = 0;
+  std::vector<GapAge> gaps_;
 };
 
 }  // namespace idem

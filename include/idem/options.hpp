@@ -8,6 +8,7 @@
 
 #include "idem/clock.hpp"
 #include "idem/guarantee.hpp"
+#include "idem/ordering.hpp"
 #include "idem/store.hpp"
 
 namespace spdlog {
@@ -17,6 +18,7 @@ class logger;
 namespace idem {
 
 class Metrics;
+class StateGate;
 
 // Exponential backoff: delay(k) = min(max, initial * multiplier^k) for the k-th retry
 // (k = failed attempts before this one, from 0).
@@ -81,6 +83,22 @@ struct ConsumerOptions {
   // arrive needs that many removals per step to stay bounded. Default 1024.
   std::size_t purge_every = 1000;
   std::size_t purge_batch = 1024;
+
+  // Version ordering per entity key (ordering.hpp). Modes other than none and
+  // watermark need Extractors::key and ::version, a store with entities, and
+  // guarantee effectively_once or manual; strict also needs Extractors::encode and
+  // ::decode (buffered messages are stored encoded). Watermark needs ::stream and
+  // ::position and works under every guarantee.
+  OrderingOptions ordering;
+
+  // A business state machine (state_gate.hpp; e.g. idem::machine_gate(table)). Needs
+  // Extractors::key and ::event, a store with entities, and guarantee
+  // effectively_once or manual. Null (default): none.
+  std::shared_ptr<const StateGate> machine;
+
+  // Told the fate of every message that leaves the reorder buffer (ordering.hpp).
+  // Null: outcomes are only logged and counted.
+  BufferListener on_buffered;
 
   std::shared_ptr<Clock> clock;            // null: the system clock
   std::shared_ptr<spdlog::logger> logger;  // null: silent

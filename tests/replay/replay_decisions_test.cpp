@@ -147,10 +147,10 @@ TEST(ReplayDecisions, IdsAreBytesEscapedInJson) {
                    R"({"type":"decision","line":5,"id":"café","action":"ack","reason":"duplicate"})"}));
 }
 
-TEST(ReplayDecisions, KeyVersionEventAreAcceptedAndDoNotChangeDedup) {
+TEST(ReplayDecisions, KeyVersionEventAreReportedAndDoNotChangeDedup) {
   EXPECT_EQ(replay({R"({"id":"a","key":"k","version":1,"event":"online","note":"own field"})",
                     R"({"id":"a","key":"k","version":1,"event":"online"})"}),
-            (Lines{R"({"type":"effect","id":"a"})",
+            (Lines{R"({"type":"effect","id":"a","key":"k","version":1,"event":"online"})",
                    R"({"type":"decision","line":1,"id":"a","action":"ack","reason":"processed"})",
                    R"({"type":"decision","line":2,"id":"a","action":"ack","reason":"duplicate"})"}));
 }

@@ -177,13 +177,18 @@ TEST(ReplayOptions, InvalidOptionsExitWithStatus2) {
   expect_run_fails({"replay", "--guarantee", "at_least_once", "--store", "memory:"}, 2, "--store");
 }
 
-TEST(ReplayOptions, FeaturesOfLaterVersionsAreRejectedClearly) {
-  expect_run_fails({"replay", "--ordering", "strict"}, 2, "--ordering strict is not available");
-  expect_run_fails({"replay", "--ordering", "watermark"}, 2, "--ordering watermark is not available");
-  expect_run_fails({"replay", "--machine", "door.sm"}, 2, "--machine is not available");
+TEST(ReplayOptions, OrderingAndMachineOptionsThatCannotApplyAreRejectedClearly) {
+  TempDir dir;
+  expect_run_fails({"replay", "--machine", dir.path() + "/door.yaml"}, 2, "--machine");
+  const std::string bad = dir.write("bad.yaml", "name: door\ninitial: shut\ntransitions: []\nextra: 1\n");
+  expect_run_fails({"replay", "--machine", bad}, 2, "bad.yaml:");
   expect_run_fails({"replay", "--gap-policy", "skip"}, 2, "--gap-policy applies to --ordering strict");
   expect_run_fails({"replay", "--gap-timeout-ms", "5"}, 2, "--gap-timeout-ms applies to --ordering strict");
-  expect_run_fails({"replay", "--buffer-limit", "5"}, 2, "--buffer-limit applies to --ordering strict");
+  expect_run_fails({"replay", "--ordering", "monotonic", "--buffer-limit", "5"}, 2,
+                   "--buffer-limit applies to --ordering strict");
+  expect_run_fails({"replay", "--ordering", "strict", "--gap-policy", "drop"}, 2, "--gap-policy");
+  expect_run_fails({"replay", "--ordering", "strict", "--buffer-limit", "0"}, 2, "--buffer-limit");
+  expect_run_fails({"replay", "--ordering", "strict", "--guarantee", "at_least_once"}, 2, "effectively_once");
 }
 
 TEST(ReplayOptions, OrderingNoneIsAccepted) {

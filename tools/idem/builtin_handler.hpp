@@ -9,20 +9,32 @@
 
 namespace idem::cli {
 
-// Fails (HandlerResult::fail) for a line with "fail": true and succeeds otherwise.
-// A successful run records the effect it had; the caller reports it only once the
-// decision says the effect was committed (reason processed), because a handler run
-// whose commit did not land did not happen as far as the consumer is concerned.
-// Not thread-safe: replay is sequential.
+// Fails (HandlerResult::fail) for a line with "fail": true when it runs for that
+// line's own delivery (not when the message is drained from the reorder buffer later),
+// and succeeds otherwise. A successful run records the effect it had; the caller
+// reports it only once its commit is known to have landed (mark_committed), because a
+// handler run whose commit did not land did not happen as far as the consumer is
+// concerned. Not thread-safe: replay is sequential.
 class BuiltinHandler {
  public:
   HandlerResult operator()(const TraceLine& m, HandlerContext& ctx);
 
-  // Returns the effects recorded since the last call, and forgets them.
-  std::vector<Effect> take_effects();
+  // The latest run of the buffered message `id` was committed.
+  void mark_drained_committed(std::string_view id);
+  // The latest run for a line's own delivery was committed.
+  void mark_direct_committed();
+
+  // Returns the committed effects recorded since the last call, in the order the
+  // handler ran, and forgets every recorded effect.
+  std::vector<Effect> take_committed();
 
  private:
-  std::vector<Effect> pending_;
+  struct Pending {
+    Effect effect;
+    bool drained = false;
+    bool committed = false;
+  };
+  std::vector<Pending> pending_;
 };
 
 }  // namespace idem::cli

@@ -17,6 +17,9 @@ using Runner = std::function<int()>;
 // `idem replay`: runs a trace through a consumer (DESIGN.md §8, replay_command.cpp).
 void add_replay_command(CLI::App& app, Runner& selected);
 
+// `idem buffer show|list`: the reorder buffer of a store (buffer_command.cpp).
+void add_buffer_command(CLI::App& app, Runner& selected);
+
 #ifdef IDEM_TOOL_WITH_MACHINE
 // `idem machine check|dot FILE`: validates a state-machine file (machine_command.cpp).
 void add_machine_command(CLI::App& app, Runner& selected);

@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   idem::cli::Runner selected;
   idem::cli::add_replay_command(app, selected);
+  idem::cli::add_buffer_command(app, selected);
 #ifdef IDEM_TOOL_WITH_MACHINE
   idem::cli::add_machine_command(app, selected);
 #endif

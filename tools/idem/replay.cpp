@@ -29,6 +29,21 @@ Extractors<TraceLine> trace_extractors() {
     if (!m.payload) return std::nullopt;
     return std::string_view(*m.payload);
   };
+  auto text = [](const std::optional<std::string>& f) -> std::optional<std::string_view> {
+    if (!f) return std::nullopt;
+    return std::string_view(*f);
+  };
+  x.key = [text](const TraceLine& m) { return text(m.key); };
+  x.event = [text](const TraceLine& m) { return text(m.event); };
+  x.stream = [text](const TraceLine& m) { return text(m.stream); };
+  x.version = [](const TraceLine& m) { return m.version; };
+  x.position = [](const TraceLine& m) { return m.position; };
+  x.encode = [](const TraceLine& m) { return encode_trace_line(m); };
+  x.decode = [](std::string_view bytes) -> std::optional<TraceLine> {
+    ParsedLine p = parse_trace_line(bytes);
+    if (!p.ok()) return std::nullopt;
+    return std::move(p.line);
+  };
   return x;
 }
 
@@ -50,6 +65,13 @@ int run_replay(const ReplaySettings& settings, std::istream& in, std::ostream& o
   o.ttl = settings.ttl;
   o.owner = std::string(kReplayOwner);
   o.clock = clock;
+  o.ordering = settings.ordering;
+  o.machine = settings.machine;
+  auto handler = std::make_shared<BuiltinHandler>();
+  // Messages drained from the reorder buffer: their effects count once committed.
+  o.on_buffered = [handler](const BufferedOutcome& b) {
+    if (b.decision.reason == Reason::kProcessed) handler->mark_drained_committed(b.id);
+  };
   if (needs_dedup(settings.guarantee)) {
     auto store = open_store(settings.store_uri);
     if (!store.ok()) {
@@ -64,7 +86,6 @@ int run_replay(const ReplaySettings& settings, std::istream& in, std::ostream& o
                 "drop --store or choose another guarantee");
   }
 
-  auto handler = std::make_shared<BuiltinHandler>();
   auto consumer =
       Consumer<TraceLine>::create(std::move(o), trace_extractors(),
                                   [handler](const TraceLine& m, HandlerContext& ctx) { return (*handler)(m, ctx); });
@@ -82,12 +103,12 @@ int run_replay(const ReplaySettings& settings, std::istream& in, std::ostream& o
     } else {
       if (m.at_ms) clock->set(from_unix_ms(static_cast<std::int64_t>(*m.at_ms)));
       if (m.reset) {
+        consumer->reset_watermark(*m.stream, *m.position);
         writer.decision(line_no, m.id, Decision::ack(Reason::kReset));
       } else {
         const Decision d = consumer->process(m);
-        std::vector<Effect> effects = handler->take_effects();
-        if (d.action == Action::kAck && d.reason == Reason::kProcessed)
-          for (const Effect& e : effects) writer.effect(e);
+        if (d.action == Action::kAck && d.reason == Reason::kProcessed) handler->mark_direct_committed();
+        for (const Effect& e : handler->take_committed()) writer.effect(e);
         writer.decision(line_no, m.id, d);
         if (d.reason == Reason::kStoreUnavailable) {
           out.flush();

@@ -4,12 +4,15 @@
 
 #include <cstdint>
 #include <istream>
+#include <memory>
 #include <ostream>
 #include <string>
 #include <string_view>
 
 #include "idem/clock.hpp"
 #include "idem/guarantee.hpp"
+#include "idem/ordering.hpp"
+#include "idem/state_gate.hpp"
 
 namespace idem::cli {
 
@@ -29,6 +32,8 @@ struct ReplaySettings {
   Duration lease{30'000};                             // --lease-ms; in-progress lease; default 30 s
   Duration ttl{7LL * 24 * 3600 * 1000};               // --ttl-ms; how long a done id is remembered; 7 days
   bool flush_every_line = false;                      // flush `out` after each input line (streaming input)
+  OrderingOptions ordering;                           // --ordering, --gap-timeout-ms, --gap-policy, --buffer-limit
+  std::shared_ptr<const StateGate> machine;           // --machine FILE; null: none
 };
 
 // Replays every line of `in`, writing effect and decision lines to `out` and the

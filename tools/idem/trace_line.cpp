@@ -90,3 +90,26 @@ ParsedLine parse_trace_line(std::string_view text) {
 }
 
 }  // namespace idem::cli
+
+namespace idem::cli {
+
+std::string encode_trace_line(const TraceLine& t) {
+  Json obj = Json::object();
+  auto put = [&obj](const char* name, const auto& field) {
+    if (field) obj[name] = *field;
+  };
+  put("id", t.id);
+  put("key", t.key);
+  put("version", t.version);
+  put("event", t.event);
+  put("payload", t.payload);
+  put("stream", t.stream);
+  put("position", t.position);
+  put("at_ms", t.at_ms);
+  if (t.fail) obj["fail"] = true;
+  if (t.reset) obj["reset"] = true;
+  // Strings came from JSON, so they are valid UTF-8; replace guards against misuse.
+  return obj.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+}  // namespace idem::cli

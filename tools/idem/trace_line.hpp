@@ -42,4 +42,8 @@ struct ParsedLine {
 // carry their own annotations.
 ParsedLine parse_trace_line(std::string_view text);
 
+// Returns `line` as one line of JSON that parse_trace_line() reads back to the same
+// fields (the reorder buffer stores messages in this form).
+std::string encode_trace_line(const TraceLine& line);
+
 }  // namespace idem::cli
