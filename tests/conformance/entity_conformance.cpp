@@ -16,9 +16,12 @@
 #include <vector>
 
 #include "conformance/store_conformance.hpp"
+#include "support/entity_requests.hpp"
 
 namespace idem::conformance {
 
+using idem::testing::bp;
+using idem::testing::ew;
 using std::chrono::milliseconds;
 using namespace std::string_literals;
 using namespace std::string_view_literals;
@@ -53,32 +56,8 @@ BufferSummary summary(Store& s, std::size_t max_keys = 1000) {
                                      std::string_view state) {
   if (r.revision == revision && r.version == version && r.state == state) return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure() << "record {revision " << r.revision << ", version " << r.version
-                                       << ", state of " << r.state.size() << " bytes \"" << r.state
-                                       << "\"}, expected {" << revision << ", " << version << ", \"" << state << "\"}";
-}
-
-EntityWrite ew(std::string_view key, std::uint64_t expect, std::optional<std::uint64_t> version,
-               std::optional<std::string_view> state = std::nullopt,
-               std::optional<std::uint64_t> unbuffer = std::nullopt) {
-  EntityWrite w;
-  w.key = key;
-  w.expect_revision = expect;
-  w.version = version;
-  w.state = state;
-  w.unbuffer = unbuffer;
-  return w;
-}
-
-BufferPut bp(std::string_view key, std::uint64_t version, std::string_view id, std::string_view message,
-             TimePoint now, BufferLimits limits = {}) {
-  BufferPut p;
-  p.key = key;
-  p.version = version;
-  p.id = id;
-  p.message = message;
-  p.now = now;
-  p.limits = limits;
-  return p;
+                                       << ", state of " << r.state.size() << " bytes \"" << r.state << "\"}, expected {"
+                                       << revision << ", " << version << ", \"" << state << "\"}";
 }
 
 // What a store without entities answers: kFailedPrecondition from each entity method.
@@ -87,8 +66,7 @@ void expect_no_entities(Store& s) {
   const TimePoint t0 = ManualClock().now();
   EXPECT_EQ(s.read_entity("k").status().code(), StatusCode::kFailedPrecondition);
   EXPECT_EQ(s.write_entity(ew("k", 0, 1)).code(), StatusCode::kFailedPrecondition);
-  EXPECT_EQ(s.buffer_put(bp("k", 2, "m2", "x", t0)).code(),
-            StatusCode::kFailedPrecondition);
+  EXPECT_EQ(s.buffer_put(bp("k", 2, "m2", "x", t0)).code(), StatusCode::kFailedPrecondition);
   EXPECT_EQ(s.buffer_read("k", 10).status().code(), StatusCode::kFailedPrecondition);
   EXPECT_EQ(s.buffer_remove("k", 2).code(), StatusCode::kFailedPrecondition);
   EXPECT_EQ(s.buffer_summary(10).status().code(), StatusCode::kFailedPrecondition);
@@ -593,8 +571,8 @@ TEST_P(StoreConformance, EntityBufferSummaryTotalsAndOldestFirst) {
   ASSERT_TRUE(store().buffer_put(bp("b", 4, "b4", "yyy", t0 + milliseconds(50))).is_ok());
   ASSERT_TRUE(store().buffer_put(bp("c", 2, "c2", "", t0 + milliseconds(30))).is_ok());
   ASSERT_TRUE(store().buffer_put(bp("d", 3, "d3", "z", t0 + milliseconds(40))).is_ok());
-  const std::size_t bytes = entry_bytes("a", "a7", "xx") + entry_bytes("b", "b9", "y") +
-                            entry_bytes("b", "b4", "yyy") + entry_bytes("c", "c2", "") + entry_bytes("d", "d3", "z");
+  const std::size_t bytes = entry_bytes("a", "a7", "xx") + entry_bytes("b", "b9", "y") + entry_bytes("b", "b4", "yyy") +
+                            entry_bytes("c", "c2", "") + entry_bytes("d", "d3", "z");
 
   BufferSummary all = summary(store(), 10);
   EXPECT_EQ(all.count, 5u);
@@ -641,8 +619,8 @@ TEST_P(StoreConformance, EntityBinaryKeysIdsAndLongKeys) {
   const TimePoint t0 = clock_.now();
   std::string long_key(512, 'x');
   for (std::size_t i = 0; i < long_key.size(); ++i) long_key[i] = static_cast<char>(i % 256);
-  const std::vector<std::string> keys = {"a"s, "\0"s, "a\0b"s, "a\0c"s, "a\0"s, "\xff\xfe\x80"s, "\xc3\x28"s,
-                                         long_key, long_key.substr(0, 511)};
+  const std::vector<std::string> keys = {
+      "a"s, "\0"s, "a\0b"s, "a\0c"s, "a\0"s, "\xff\xfe\x80"s, "\xc3\x28"s, long_key, long_key.substr(0, 511)};
   for (std::size_t i = 0; i < keys.size(); ++i) {
     ASSERT_TRUE(store().write_entity(ew(keys[i], 0, i + 1, "st\0"s + std::to_string(i))).is_ok()) << i;
   }

@@ -18,9 +18,12 @@
 
 #include "idem/rocksdb_store.hpp"
 #include "rocksdb/test_dir.hpp"
+#include "support/entity_requests.hpp"
 
 namespace idem {
 namespace {
+
+using idem::testing::ew;
 
 using namespace std::string_literals;
 using std::chrono::milliseconds;
@@ -47,18 +50,6 @@ BufferPut put(std::string_view key, std::uint64_t version, std::string_view id, 
   p.now = kT0;
   p.limits = limits;
   return p;
-}
-
-EntityWrite ew(std::string_view key, std::uint64_t expect, std::optional<std::uint64_t> version,
-               std::optional<std::string_view> state = std::nullopt,
-               std::optional<std::uint64_t> unbuffer = std::nullopt) {
-  EntityWrite w;
-  w.key = key;
-  w.expect_revision = expect;
-  w.version = version;
-  w.state = state;
-  w.unbuffer = unbuffer;
-  return w;
 }
 
 ClaimRequest claim_req(std::string_view id, std::string_view owner,
@@ -157,8 +148,7 @@ TEST(RocksdbEntities, DatabaseFromBeforeEntitiesGetsTheirColumnFamiliesAdded) {
   // What a layout-1 database written before entities looks like.
   drop_column_family(path, "idem_entities");
   drop_column_family(path, "idem_buffer");
-  ASSERT_EQ(column_families(path),
-            (std::vector<std::string>{"default", "idem_done", "idem_meta", "idem_retries"}));
+  ASSERT_EQ(column_families(path), (std::vector<std::string>{"default", "idem_done", "idem_meta", "idem_retries"}));
   {
     auto store = open_ok(path);
     ASSERT_NE(store, nullptr);
@@ -205,8 +195,7 @@ TEST(RocksdbEntities, RefusedOpenAddsNoColumnFamily) {
   }
   auto refused = rocksdb::open({.path = path});
   EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition) << refused.status().to_string();
-  EXPECT_EQ(column_families(path),
-            (std::vector<std::string>{"default", "idem_done", "idem_meta", "idem_retries"}));
+  EXPECT_EQ(column_families(path), (std::vector<std::string>{"default", "idem_done", "idem_meta", "idem_retries"}));
 }
 
 TEST(RocksdbEntities, BufferTotalsAreRebuiltAtOpen) {
@@ -219,8 +208,8 @@ TEST(RocksdbEntities, BufferTotalsAreRebuiltAtOpen) {
     ASSERT_NE(store, nullptr);
     for (std::uint64_t v = 1; v <= 3; ++v) {
       const std::string id = "id-" + std::to_string(v);
-      ASSERT_TRUE(store->buffer_put(put("key-" + std::to_string(v % 2), v, id, std::string(v * 10, 'm'), limits))
-                      .is_ok());
+      ASSERT_TRUE(
+          store->buffer_put(put("key-" + std::to_string(v % 2), v, id, std::string(v * 10, 'm'), limits)).is_ok());
       bytes += 5 + id.size() + v * 10;
     }
   }

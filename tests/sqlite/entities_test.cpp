@@ -14,10 +14,13 @@
 #include <vector>
 
 #include "sqlite_test_util.hpp"
+#include "support/entity_requests.hpp"
 
 namespace idem::sqlite::testing {
 namespace {
 
+using idem::testing::bp;
+using idem::testing::ew;
 using ::testing::HasSubstr;
 using namespace std::string_literals;
 using namespace std::string_view_literals;
@@ -36,7 +39,8 @@ void make_version1_file(const std::string& path) {
   const std::string expires = std::to_string(to_unix_ms(t0()) + 3'600'000);
   ASSERT_EQ(raw_exec(path, std::string(kVersion1) +
                                "INSERT INTO idem_records VALUES(x'6f6c64', 2, NULL, NULL, NULL, x'722d6f6c64', 0, " +
-                               expires + ");"
+                               expires +
+                               ");"
                                "INSERT INTO idem_records VALUES(x'7265747279', 0, NULL, NULL, NULL, NULL, 2, " +
                                expires + ");"),
             SQLITE_OK);
@@ -44,30 +48,6 @@ void make_version1_file(const std::string& path) {
 
 std::string version_of(const std::string& path) {
   return raw_query(path, "SELECT value FROM idem_meta WHERE key = 'schema_version'");
-}
-
-EntityWrite ew(std::string_view key, std::uint64_t expect, std::optional<std::uint64_t> version,
-               std::optional<std::string_view> state = std::nullopt,
-               std::optional<std::uint64_t> unbuffer = std::nullopt) {
-  EntityWrite w;
-  w.key = key;
-  w.expect_revision = expect;
-  w.version = version;
-  w.state = state;
-  w.unbuffer = unbuffer;
-  return w;
-}
-
-BufferPut bp(std::string_view key, std::uint64_t version, std::string_view id, std::string_view message,
-             TimePoint now, BufferLimits limits = {}) {
-  BufferPut p;
-  p.key = key;
-  p.version = version;
-  p.id = id;
-  p.message = message;
-  p.now = now;
-  p.limits = limits;
-  return p;
 }
 
 std::vector<std::uint64_t> versions(Store& s, std::string_view key) {
@@ -103,8 +83,9 @@ TEST(SqliteEntitySchema, AVersion1FileIsUpgradedAndKeepsItsRecords) {
   }
   EXPECT_EQ(version_of(path), std::to_string(kSchemaVersion));
   EXPECT_EQ(kSchemaVersion, 2);
-  EXPECT_EQ(raw_query(path, "SELECT count(*) FROM sqlite_master WHERE name IN "
-                            "('idem_entities', 'idem_buffer', 'idem_buffer_totals')"),
+  EXPECT_EQ(raw_query(path,
+                      "SELECT count(*) FROM sqlite_master WHERE name IN "
+                      "('idem_entities', 'idem_buffer', 'idem_buffer_totals')"),
             "3");
   EXPECT_EQ(raw_query(path, "SELECT count || '/' || bytes FROM idem_buffer_totals"), "1/" + std::to_string(1 + 2 + 5));
   // A second open finds version 2 and everything written through the first.
@@ -194,8 +175,9 @@ class SqliteEntities : public ::testing::TestWithParam<LeaseMode> {
     const auto path = dir_.file("idem.db");
     std::pair<std::string, std::string> out{
         raw_query(path, "SELECT count || '/' || bytes FROM idem_buffer_totals"),
-        raw_query(path, "SELECT count(*) || '/' || coalesce(sum(length(key) + length(id) + length(message)), 0)"
-                        " FROM idem_buffer")};
+        raw_query(path,
+                  "SELECT count(*) || '/' || coalesce(sum(length(key) + length(id) + length(message)), 0)"
+                  " FROM idem_buffer")};
     reopen();
     return out;
   }
