@@ -1,0 +1,162 @@
+// Strict ordering, two consumers on one store: a drain that finds its buffered entry
+// already completed by the other consumer (a redelivery of it) must not move the
+// entity's version back, or the key stops behind a gap no delivery can fill.
+//
+// The interleaving is deterministic: the store the first consumer (A) uses runs a hook
+// just before A's claim of a buffered message, and the hook lets the second consumer
+// (B) process that same message and, through B's own drain, its successor. A's claim
+// then finds the message completed while the entity is already past it.
+#include <gtest/gtest.h>
+
+#include <charconv>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "idem/consumer.hpp"
+#include "idem/open_store.hpp"
+#include "support/temp_dir.hpp"
+
+namespace idem {
+namespace {
+
+// The real store, with a hook run before each claim. Everything else is forwarded.
+class HookedStore final : public Store {
+ public:
+  explicit HookedStore(std::shared_ptr<Store> s) : s_(std::move(s)) {}
+  std::function<void(const ClaimRequest&)> before_claim;
+
+  StoreCapabilities capabilities() const override { return s_->capabilities(); }
+  StatusOr<ClaimResult> claim(const ClaimRequest& r) override {
+    if (before_claim) before_claim(r);
+    return s_->claim(r);
+  }
+  Status commit(const CommitRequest& r) override { return s_->commit(r); }
+  StatusOr<std::uint32_t> release(const ReleaseRequest& r) override { return s_->release(r); }
+  Status extend(const ExtendRequest& r) override { return s_->extend(r); }
+  StatusOr<std::optional<RecordInfo>> inspect(std::string_view id, TimePoint now) override {
+    return s_->inspect(id, now);
+  }
+  std::vector<StatusOr<ClaimResult>> claim_batch(std::span<const ClaimRequest> r) override {
+    for (const auto& one : r)
+      if (before_claim) before_claim(one);
+    return s_->claim_batch(r);
+  }
+  std::vector<Status> commit_batch(std::span<const CommitRequest> r) override { return s_->commit_batch(r); }
+  StatusOr<std::unique_ptr<StoreTransaction>> begin(TimePoint now) override { return s_->begin(now); }
+  StatusOr<EntityRecord> read_entity(std::string_view key) override { return s_->read_entity(key); }
+  Status write_entity(const EntityWrite& w) override { return s_->write_entity(w); }
+  Status buffer_put(const BufferPut& p) override { return s_->buffer_put(p); }
+  StatusOr<std::vector<BufferEntry>> buffer_read(std::string_view key, std::size_t max) override {
+    return s_->buffer_read(key, max);
+  }
+  Status buffer_remove(std::string_view key, std::uint64_t version) override { return s_->buffer_remove(key, version); }
+  StatusOr<BufferSummary> buffer_summary(std::size_t max_keys) override { return s_->buffer_summary(max_keys); }
+  StatusOr<std::size_t> purge_expired(TimePoint now, std::size_t max) override { return s_->purge_expired(now, max); }
+
+ private:
+  std::shared_ptr<Store> s_;
+};
+
+struct VMsg {
+  std::string id;
+  std::uint64_t version = 0;
+};
+
+VMsg v(std::uint64_t n) { return {"m" + std::to_string(n), n}; }
+
+Extractors<VMsg> extractors() {
+  Extractors<VMsg> x;
+  x.id = [](const VMsg& m) { return std::optional<std::string_view>(m.id); };
+  x.key = [](const VMsg&) { return std::optional<std::string_view>("order-1"); };
+  x.version = [](const VMsg& m) { return std::optional<std::uint64_t>(m.version); };
+  x.encode = [](const VMsg& m) { return std::to_string(m.version); };
+  x.decode = [](std::string_view s) -> std::optional<VMsg> {
+    std::uint64_t n = 0;
+    if (std::from_chars(s.data(), s.data() + s.size(), n).ec != std::errc()) return std::nullopt;
+    return v(n);
+  };
+  return x;
+}
+
+class DrainRace : public ::testing::TestWithParam<const char*> {
+ protected:
+  void SetUp() override {
+    const std::string scheme = GetParam();
+    auto s = open_store(scheme == "memory" ? std::string("memory:") : scheme + ":" + dir_.sub("store"));
+    ASSERT_TRUE(s.ok()) << s.status().to_string();
+    store_ = std::move(s).value();
+    hooked_ = std::make_shared<HookedStore>(store_);
+  }
+
+  Consumer<VMsg> make(std::shared_ptr<Store> store, std::string name) {
+    ConsumerOptions o;
+    o.store = std::move(store);
+    o.clock = clock_;
+    o.owner = name;
+    o.ordering.mode = Ordering::kStrict;
+    o.on_buffered = [](const BufferedOutcome&) {};
+    auto c = Consumer<VMsg>::create(std::move(o), extractors(), [this, name](const VMsg& m, HandlerContext&) {
+      seen_.push_back(name + ":" + std::to_string(m.version));
+      return HandlerResult::ok();
+    });
+    EXPECT_TRUE(c.ok()) << c.status().to_string();
+    return std::move(c).value();
+  }
+
+  testing::TempDir dir_{"ordering-race"};
+  std::shared_ptr<ManualClock> clock_ = std::make_shared<ManualClock>();
+  std::shared_ptr<Store> store_;
+  std::shared_ptr<HookedStore> hooked_;
+  std::vector<std::string> seen_;
+};
+
+TEST_P(DrainRace, CompletedEntryFoundByADrainDoesNotMoveTheVersionBack) {
+  Consumer<VMsg> a = make(hooked_, "A");
+  Consumer<VMsg> b = make(store_, "B");
+
+  EXPECT_EQ(b.process(v(2)).reason, Reason::kBuffered);
+  EXPECT_EQ(b.process(v(3)).reason, Reason::kBuffered);
+  a.tick();  // A learns that order-1 has buffered entries (as at start-up)
+
+  // When A's drain claims m2: B gets a redelivery of m2, processes it (version 2) and,
+  // draining, m3 (version 3).
+  bool fired = false;
+  hooked_->before_claim = [&](const ClaimRequest& r) {
+    if (fired || r.id != "m2") return;
+    fired = true;
+    const Decision d = b.process(v(2));
+    EXPECT_EQ(d.reason, Reason::kProcessed);
+  };
+  EXPECT_EQ(a.process(v(1)).reason, Reason::kProcessed);
+  ASSERT_TRUE(fired);
+  EXPECT_EQ(seen_, (std::vector<std::string>{"A:1", "B:2", "B:3"}));
+
+  auto e = store_->read_entity("order-1");
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(e->version, 3u) << "versions 2 and 3 were applied, but the entity says " << e->version;
+
+  // The consequence: version 4 waits behind a gap that no delivery can fill.
+  hooked_->before_claim = nullptr;
+  const Decision d4 = a.process(v(4));
+  EXPECT_EQ(d4.reason, Reason::kProcessed) << "version 4 was " << reason_name(d4.reason) << " (" << d4.detail << ")";
+}
+
+const char* const kStores[] = {
+    "memory",
+#ifdef IDEM_ORDERING_WITH_SQLITE
+    "sqlite",
+#endif
+#ifdef IDEM_ORDERING_WITH_ROCKSDB
+    "rocksdb",
+#endif
+};
+INSTANTIATE_TEST_SUITE_P(Stores, DrainRace, ::testing::ValuesIn(kStores),
+                         [](const ::testing::TestParamInfo<const char*>& i) { return std::string(i.param); });
+
+}  // namespace
+}  // namespace idem
