@@ -19,6 +19,7 @@
 
 #include "idem/consumer.hpp"
 #include "idem/open_store.hpp"
+#include "ordering/one_key.hpp"
 #include "support/temp_dir.hpp"
 
 namespace idem {
@@ -62,26 +63,9 @@ class HookedStore final : public Store {
   std::shared_ptr<Store> s_;
 };
 
-struct VMsg {
-  std::string id;
-  std::uint64_t version = 0;
-};
-
-VMsg v(std::uint64_t n) { return {"m" + std::to_string(n), n}; }
-
-Extractors<VMsg> extractors() {
-  Extractors<VMsg> x;
-  x.id = [](const VMsg& m) { return std::optional<std::string_view>(m.id); };
-  x.key = [](const VMsg&) { return std::optional<std::string_view>("order-1"); };
-  x.version = [](const VMsg& m) { return std::optional<std::uint64_t>(m.version); };
-  x.encode = [](const VMsg& m) { return std::to_string(m.version); };
-  x.decode = [](std::string_view s) -> std::optional<VMsg> {
-    std::uint64_t n = 0;
-    if (std::from_chars(s.data(), s.data() + s.size(), n).ec != std::errc()) return std::nullopt;
-    return v(n);
-  };
-  return x;
-}
+using ordering_test::extractors;
+using ordering_test::v;
+using ordering_test::VMsg;
 
 class DrainRace : public ::testing::TestWithParam<const char*> {
  protected:
@@ -146,16 +130,7 @@ TEST_P(DrainRace, CompletedEntryFoundByADrainDoesNotMoveTheVersionBack) {
   EXPECT_EQ(d4.reason, Reason::kProcessed) << "version 4 was " << reason_name(d4.reason) << " (" << d4.detail << ")";
 }
 
-const char* const kStores[] = {
-    "memory",
-#ifdef IDEM_ORDERING_WITH_SQLITE
-    "sqlite",
-#endif
-#ifdef IDEM_ORDERING_WITH_ROCKSDB
-    "rocksdb",
-#endif
-};
-INSTANTIATE_TEST_SUITE_P(Stores, DrainRace, ::testing::ValuesIn(kStores),
+INSTANTIATE_TEST_SUITE_P(Stores, DrainRace, ::testing::ValuesIn(ordering_test::kStores),
                          [](const ::testing::TestParamInfo<const char*>& i) { return std::string(i.param); });
 
 }  // namespace

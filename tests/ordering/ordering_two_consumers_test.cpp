@@ -17,29 +17,15 @@
 
 #include "idem/consumer.hpp"
 #include "idem/open_store.hpp"
+#include "ordering/one_key.hpp"
 #include "support/temp_dir.hpp"
 
 namespace idem {
 namespace {
 
-struct VMsg {
-  std::string id;
-  std::uint64_t version = 0;
-};
-
-Extractors<VMsg> extractors() {
-  Extractors<VMsg> x;
-  x.id = [](const VMsg& m) { return std::optional<std::string_view>(m.id); };
-  x.key = [](const VMsg&) { return std::optional<std::string_view>("order-1"); };
-  x.version = [](const VMsg& m) { return std::optional<std::uint64_t>(m.version); };
-  x.encode = [](const VMsg& m) { return std::to_string(m.version); };
-  x.decode = [](std::string_view s) -> std::optional<VMsg> {
-    std::uint64_t v = 0;
-    if (std::from_chars(s.data(), s.data() + s.size(), v).ec != std::errc()) return std::nullopt;
-    return VMsg{"m" + std::to_string(v), v};
-  };
-  return x;
-}
+using ordering_test::extractors;
+using ordering_test::v;
+using ordering_test::VMsg;
 
 class TwoConsumers : public ::testing::TestWithParam<const char*> {
  protected:
@@ -97,16 +83,7 @@ TEST_P(TwoConsumers, SuccessorBufferedByTheOtherConsumerIsDrainedWhenThePredeces
   EXPECT_EQ(seen_, (std::vector<std::uint64_t>{1, 2}));
 }
 
-const char* const kStores[] = {
-    "memory",
-#ifdef IDEM_ORDERING_WITH_SQLITE
-    "sqlite",
-#endif
-#ifdef IDEM_ORDERING_WITH_ROCKSDB
-    "rocksdb",
-#endif
-};
-INSTANTIATE_TEST_SUITE_P(Stores, TwoConsumers, ::testing::ValuesIn(kStores),
+INSTANTIATE_TEST_SUITE_P(Stores, TwoConsumers, ::testing::ValuesIn(ordering_test::kStores),
                          [](const ::testing::TestParamInfo<const char*>& i) { return std::string(i.param); });
 
 }  // namespace
