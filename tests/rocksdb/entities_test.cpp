@@ -1,8 +1,10 @@
 // Entity records and the reorder buffer of the RocksDB store beyond the shared
 // contract: the on-disk key layout, a database from before entities existed, buffer
-// totals rebuilt at open, limits under concurrent puts, and a SIGKILL during a stream
-// of entity commits.
+// totals rebuilt at open, limits under concurrent puts, many removed versions of one
+// key, and a SIGKILL during a stream of entity commits.
 #include <gtest/gtest.h>
+#include <rocksdb/perf_context.h>
+#include <rocksdb/perf_level.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -12,6 +14,7 @@
 #include <barrier>
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -301,6 +304,150 @@ TEST(RocksdbEntities, EntityCacheSizeFromTheUri) {
   auto bad = StoreUri::parse("rocksdb:" + path + "?entity_cache=many");
   ASSERT_TRUE(bad.ok());
   EXPECT_EQ(rocksdb::open(*bad).status().code(), StatusCode::kInvalidArgument);
+}
+
+// What buffer_read and buffer_put answer for one key, compared with `live` (the
+// versions that must be buffered, each with its message id).
+void expect_buffer_is(Store& store, std::string_view key, const std::map<std::uint64_t, std::string>& live,
+                      const std::string& where) {
+  SCOPED_TRACE(where);
+  auto first = store.buffer_read(key, 1);
+  ASSERT_TRUE(first.ok()) << first.status().to_string();
+  if (live.empty()) {
+    EXPECT_TRUE(first->empty());
+  } else {
+    ASSERT_EQ(first->size(), 1u);
+    EXPECT_EQ((*first)[0].version, live.begin()->first);
+    EXPECT_EQ((*first)[0].id, live.begin()->second);
+    EXPECT_EQ((*first)[0].key, key);
+  }
+  auto all = store.buffer_read(key, live.size() + 5);
+  ASSERT_TRUE(all.ok()) << all.status().to_string();
+  ASSERT_EQ(all->size(), live.size());
+  auto it = live.begin();
+  for (const auto& e : *all) {
+    EXPECT_EQ(e.version, it->first);
+    EXPECT_EQ(e.id, it->second);
+    EXPECT_EQ(e.message, "msg-" + it->second);
+    ++it;
+  }
+  if (live.size() > 1) {
+    auto two = store.buffer_read(key, 2);
+    ASSERT_TRUE(two.ok());
+    ASSERT_EQ(two->size(), 2u);
+    EXPECT_EQ((*two)[1].version, std::next(live.begin())->first);
+  }
+}
+
+// Deletion markers skipped by this thread's RocksDB reads while `read` runs.
+template <class F>
+std::uint64_t deletions_skipped(F&& read) {
+  ::rocksdb::SetPerfLevel(::rocksdb::PerfLevel::kEnableCount);
+  ::rocksdb::get_perf_context()->Reset();
+  read();
+  const std::uint64_t n = ::rocksdb::get_perf_context()->internal_delete_skipped_count;
+  ::rocksdb::SetPerfLevel(::rocksdb::PerfLevel::kDisable);
+  return n;
+}
+
+// One key through 20,000 buffered and removed versions (by buffer_remove and by
+// commits that unbuffer): buffer_read keeps finding the live entries without
+// stepping over the removed ones, buffer_put's per-key limit counts only the live
+// ones, and a reopened store (which rebuilds the live versions from disk) answers the
+// same.
+TEST(RocksdbEntities, ManyRemovedVersionsOfOneKey) {
+  TempDir dir("rocksdb-entities");
+  const std::string path = dir.sub("db");
+  constexpr std::uint64_t kVersions = 20'000;
+  constexpr std::uint64_t kWindow = 4;  // live entries at a time
+  const BufferLimits limits{.per_key = kWindow, .total = 100, .total_bytes = 1 << 20};
+  std::map<std::uint64_t, std::string> live;
+  auto msg_id = [](std::uint64_t v) { return "m-" + std::to_string(v); };
+  auto do_put = [&](Store& store, std::uint64_t v, TimePoint at) {
+    const std::string id = msg_id(v);
+    const std::string msg = "msg-" + id;
+    BufferPut p = put("k", v, id, msg, limits);
+    p.now = at;
+    return store.buffer_put(p);
+  };
+  std::uint64_t revision = 0;
+  {
+    auto store = open_ok(path);
+    ASSERT_NE(store, nullptr);
+    for (std::uint64_t v = 1; v <= kVersions; ++v) {
+      if (live.size() == kWindow) {
+        // Full: one more is refused, the oldest goes (every 7th by a commit).
+        ASSERT_EQ(do_put(*store, v, kT0).code(), StatusCode::kResourceExhausted) << v;
+        const std::uint64_t old = live.begin()->first;
+        if (old % 7 == 0) {
+          const std::string id = msg_id(old);
+          ASSERT_EQ(store->claim(claim_req(id, "A", "k"))->status, ClaimStatus::kNew);
+          ASSERT_TRUE(
+              store->commit(commit_req(id, "A", std::nullopt, ew("k", revision, old, std::nullopt, old))).is_ok());
+          ++revision;
+        } else {
+          ASSERT_TRUE(store->buffer_remove("k", old).is_ok()) << old;
+        }
+        live.erase(live.begin());
+      }
+      ASSERT_TRUE(do_put(*store, v, kT0 + milliseconds(v)).is_ok()) << v;
+      ASSERT_TRUE(do_put(*store, v, kT0).is_ok()) << "the same entry again is a no-op";
+      live.emplace(v, msg_id(v));
+      auto first = store->buffer_read("k", 1);
+      ASSERT_TRUE(first.ok());
+      ASSERT_EQ(first->size(), 1u);
+      ASSERT_EQ((*first)[0].version, live.begin()->first) << v;
+      if (v % 1000 == 0) expect_buffer_is(*store, "k", live, "at version " + std::to_string(v));
+    }
+    // Removed out of order: a gap among the live versions; removing again is OK.
+    const std::uint64_t gap = std::next(live.begin())->first;
+    ASSERT_TRUE(store->buffer_remove("k", gap).is_ok());
+    ASSERT_TRUE(store->buffer_remove("k", gap).is_ok());
+    ASSERT_TRUE(store->buffer_remove("k", 5).is_ok()) << "long removed";
+    live.erase(gap);
+    expect_buffer_is(*store, "k", live, "after the gap");
+    EXPECT_EQ(do_put(*store, live.begin()->first, kT0).code(), StatusCode::kOk);
+    EXPECT_EQ(store->buffer_put(put("k", live.begin()->first, "other", "x", limits)).code(),
+              StatusCode::kFailedPrecondition);
+    EXPECT_LE(deletions_skipped([&] { ASSERT_EQ(store->buffer_read("k", 1)->size(), 1u); }), 1u)
+        << "buffer_read starts at the first live entry, past the removed ones";
+    EXPECT_LE(deletions_skipped([&] { ASSERT_EQ(store->buffer_read("k", 100)->size(), live.size()); }), 1u)
+        << "only the marker of the gap lies among the live entries";
+    EXPECT_TRUE(store->buffer_read("never-buffered", 10)->empty());
+  }
+
+  auto store = open_ok(path);
+  ASSERT_NE(store, nullptr);
+  expect_buffer_is(*store, "k", live, "after reopen");
+  EXPECT_LE(deletions_skipped([&] { ASSERT_EQ(store->buffer_read("k", 1)->size(), 1u); }), 1u);
+  auto sum = store->buffer_summary(5);
+  ASSERT_TRUE(sum.ok());
+  EXPECT_EQ(sum->count, live.size());
+  ASSERT_EQ(sum->keys.size(), 1u);
+  EXPECT_EQ(sum->keys[0].key, "k");
+  EXPECT_EQ(sum->keys[0].count, live.size());
+  EXPECT_EQ(sum->keys[0].lowest_version, live.begin()->first);
+  EXPECT_EQ(sum->keys[0].oldest_at, kT0 + milliseconds(live.begin()->first));
+  // The per-key count was rebuilt: room for exactly one more (the gap's).
+  EXPECT_EQ(do_put(*store, kVersions + 1, kT0).code(), StatusCode::kOk);
+  EXPECT_EQ(do_put(*store, kVersions + 2, kT0).code(), StatusCode::kResourceExhausted);
+  live.emplace(kVersions + 1, msg_id(kVersions + 1));
+  EXPECT_EQ(store->buffer_put(put("k", live.begin()->first, "other", "x", limits)).code(),
+            StatusCode::kFailedPrecondition);
+  // A commit after reopen unbuffers through the rebuilt versions too.
+  const std::uint64_t low = live.begin()->first;
+  ASSERT_EQ(store->claim(claim_req(msg_id(low), "B", "k"))->status, ClaimStatus::kNew);
+  ASSERT_TRUE(
+      store->commit(commit_req(msg_id(low), "B", std::nullopt, ew("k", revision, low, std::nullopt, low))).is_ok());
+  live.erase(low);
+  expect_buffer_is(*store, "k", live, "after a commit on the reopened store");
+  while (!live.empty()) {
+    ASSERT_TRUE(store->buffer_remove("k", live.rbegin()->first).is_ok());
+    live.erase(std::prev(live.end()));
+  }
+  expect_buffer_is(*store, "k", live, "all removed");
+  EXPECT_EQ(store->buffer_summary(5)->count, 0u);
+  EXPECT_TRUE(store->buffer_summary(5)->keys.empty());
 }
 
 // The child: for n = 0, 1, …: buffers version n+1 of key "k" (message id c-n),

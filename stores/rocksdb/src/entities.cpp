@@ -20,11 +20,17 @@
 //
 // Buffer totals live in memory (BufferTotals), rebuilt at open by a scan of
 // idem_buffer: buffer_put reserves its entry there before it writes, so that two
-// puts cannot both pass a total limit. The per-key count is a prefix scan that stops
-// at the limit, under the key's stripe lock.
+// puts cannot both pass a total limit. So do the live versions of every key that has
+// buffered entries (Stripe::buffered, under the key's stripe lock, changed after each
+// write of idem_buffer lands): buffer_put takes its per-key count from there, and
+// buffer_read seeks straight to the key's first live version. A key's removed
+// entries leave deletion markers in idem_buffer until compaction; a scan from the
+// key's first possible entry would step over all of them, and a key that has had
+// many versions buffered would make every read slower.
 #include <rocksdb/iterator.h>
 
 #include <algorithm>
+#include <iterator>
 #include <queue>
 
 #include "rocksdb_store_impl.hpp"
@@ -37,15 +43,17 @@ std::string_view view(const ::rocksdb::Slice& s) { return {s.data(), s.size()}; 
 
 Status unknown_buffer_format() { return data_loss("rocksdb: an idem_buffer entry has an unknown format"); }
 
-// An iterator over the entries of one key in idem_buffer, ascending version.
+// An iterator over the entries of one key in idem_buffer from version `first` to
+// version `last` (both included), ascending version.
 class KeyScan {
  public:
-  KeyScan(::rocksdb::DB& db, ::rocksdb::ColumnFamilyHandle* cf, std::string_view key)
-      : prefix_(buffer_prefix(key)), end_(prefix_successor(prefix_)), end_slice_(end_) {
+  KeyScan(::rocksdb::DB& db, ::rocksdb::ColumnFamilyHandle* cf, std::string_view key, std::uint64_t first,
+          std::uint64_t last)
+      : start_(buffer_key(key, first)), end_(buffer_key(key, last) + '\0'), end_slice_(end_) {
     ::rocksdb::ReadOptions ro;
     ro.iterate_upper_bound = &end_slice_;
     it_.reset(db.NewIterator(ro, cf));
-    it_->Seek(prefix_);
+    it_->Seek(start_);
   }
   bool valid() const { return it_->Valid(); }
   void next() { it_->Next(); }
@@ -54,7 +62,7 @@ class KeyScan {
   Status status() const { return to_status(it_->status(), "scan idem_buffer"); }
 
  private:
-  std::string prefix_;
+  std::string start_;
   std::string end_;
   ::rocksdb::Slice end_slice_;
   std::unique_ptr<::rocksdb::Iterator> it_;
@@ -170,28 +178,20 @@ Status RocksStore::stage_entity(const EntityWrite& w, EntityStaging& st, ::rocks
   if (w.version) next.version = *w.version;
   if (w.state) next.state = std::string(*w.state);
 
-  std::string bkey;
   std::optional<std::size_t> removed_bytes;
   if (w.unbuffer) {
-    bkey = buffer_key(w.key, *w.unbuffer);
-    if (!st.unbuffered.contains(bkey)) {
-      ::rocksdb::PinnableSlice v;
-      auto s = db_->Get(::rocksdb::ReadOptions(), buffer_cf_, bkey, &v);
-      if (s.ok()) {
-        auto parts = decode_buffer_value(std::string_view(v.data(), v.size()));
-        if (!parts) return unknown_buffer_format();
-        removed_bytes = w.key.size() + parts->id.size() + parts->message.size();
-      } else if (!s.IsNotFound()) {
-        return to_status(s, "read idem_buffer");
-      }
+    if (const KeyBuffer* kb = key_buffer(w.key)) {
+      auto e = kb->find(*w.unbuffer);
+      if (e != kb->end() && !st.unbuffered.contains({std::string(w.key), *w.unbuffer})) removed_bytes = e->second.bytes;
     }
   }
   thread_local std::string value;  // reused: a record is encoded once per write
   encode_entity(next, value);
   if (auto s = batch.Put(entities_cf_, slice(w.key), value); !s.ok()) return to_status(s, "stage entity write");
   if (removed_bytes) {
-    if (auto s = batch.Delete(buffer_cf_, bkey); !s.ok()) return to_status(s, "stage buffer removal");
-    st.unbuffered.insert(std::move(bkey));
+    if (auto s = batch.Delete(buffer_cf_, buffer_key(w.key, *w.unbuffer)); !s.ok())
+      return to_status(s, "stage buffer removal");
+    st.unbuffered.emplace(std::string(w.key), *w.unbuffer);
     ++st.removed_count;
     st.removed_bytes += *removed_bytes;
   }
@@ -199,8 +199,21 @@ Status RocksStore::stage_entity(const EntityWrite& w, EntityStaging& st, ::rocks
   return Status::ok();
 }
 
+KeyBuffer* RocksStore::key_buffer(std::string_view key) {
+  auto& buffered = stripe_of(key).buffered;
+  auto it = buffered.find(key);
+  return it == buffered.end() ? nullptr : &it->second;
+}
+
 void RocksStore::settle(const EntityStaging& st) {
   if (st.removed_count == 0) return;
+  for (const auto& [key, version] : st.unbuffered) {
+    auto& buffered = stripe_of(key).buffered;
+    auto it = buffered.find(key);
+    if (it == buffered.end()) continue;
+    it->second.erase(version);
+    if (it->second.empty()) buffered.erase(it);
+  }
   std::lock_guard lock(buffer_totals.mu);
   buffer_totals.count -= std::min(buffer_totals.count, st.removed_count);
   buffer_totals.bytes -= std::min(buffer_totals.bytes, st.removed_bytes);
@@ -224,15 +237,6 @@ Status RocksStore::write_entity(const EntityWrite& w) {
   return s;
 }
 
-StatusOr<std::size_t> RocksStore::count_buffered(std::string_view key, std::size_t limit) {
-  std::size_t n = 0;
-  if (limit == 0) return n;
-  KeyScan scan(*db_, buffer_cf_, key);
-  for (; scan.valid() && n < limit; scan.next()) ++n;
-  if (Status s = scan.status(); !s.is_ok()) return s;
-  return n;
-}
-
 Status RocksStore::buffer_put(const BufferPut& p) {
   if (p.key.empty()) return invalid_argument("rocksdb: buffer_put: the key is empty");
   if (p.key.size() > UINT32_MAX) return invalid_argument("rocksdb: buffer_put: the key is too long");
@@ -242,20 +246,21 @@ Status RocksStore::buffer_put(const BufferPut& p) {
   const std::string k = buffer_key(p.key, p.version);
   std::lock_guard lock(stripe_of(p.key).mu);
 
-  ::rocksdb::PinnableSlice v;
-  auto g = db_->Get(::rocksdb::ReadOptions(), buffer_cf_, k, &v);
-  if (g.ok()) {
+  const KeyBuffer* kb = key_buffer(p.key);
+  if (kb != nullptr && kb->contains(p.version)) {
+    ::rocksdb::PinnableSlice v;
+    auto g = db_->Get(::rocksdb::ReadOptions(), buffer_cf_, k, &v);
+    if (g.IsNotFound()) return internal_error("rocksdb: buffer_put: an entry known to be buffered is missing");
+    if (!g.ok()) return to_status(g, "read idem_buffer");
     auto parts = decode_buffer_value(std::string_view(v.data(), v.size()));
     if (!parts) return unknown_buffer_format();
     if (parts->id == p.id) return Status::ok();
     return failed_precondition("rocksdb: buffer_put: version " + std::to_string(p.version) +
                                " of this key is buffered with another message id");
   }
-  if (!g.IsNotFound()) return to_status(g, "read idem_buffer");
 
-  auto held = count_buffered(p.key, p.limits.per_key);
-  if (!held.ok()) return held.status();
-  if (*held >= p.limits.per_key)
+  const std::size_t held = kb == nullptr ? 0 : kb->size();
+  if (held >= p.limits.per_key)
     return resource_exhausted("reorder buffer limit per_key=" + std::to_string(p.limits.per_key) +
                               " reached for this key");
   const std::size_t bytes = p.key.size() + p.id.size() + p.message.size();
@@ -270,8 +275,9 @@ Status RocksStore::buffer_put(const BufferPut& p) {
     ++buffer_totals.count;
     buffer_totals.bytes += bytes;
   }
+  const std::int64_t at = to_unix_ms(p.now);
   ::rocksdb::WriteBatch batch;
-  auto s = batch.Put(buffer_cf_, k, encode_buffer_value(to_unix_ms(p.now), p.id, p.message));
+  auto s = batch.Put(buffer_cf_, k, encode_buffer_value(at, p.id, p.message));
   if (s.ok()) s = db_->Write(write_options, &batch);
   if (!s.ok()) {
     std::lock_guard t(buffer_totals.mu);
@@ -279,14 +285,43 @@ Status RocksStore::buffer_put(const BufferPut& p) {
     buffer_totals.bytes -= bytes;
     return to_status(s, "buffer_put");
   }
+  auto& buffered = stripe_of(p.key).buffered;
+  auto it = buffered.find(p.key);
+  if (it == buffered.end()) it = buffered.emplace(std::string(p.key), KeyBuffer{}).first;
+  it->second.emplace(p.version, BufferedEntry{at, bytes});
   return Status::ok();
 }
 
 StatusOr<std::vector<BufferEntry>> RocksStore::buffer_read(std::string_view key, std::size_t max) {
   std::vector<BufferEntry> out;
   if (max == 0) return out;
-  KeyScan scan(*db_, buffer_cf_, key);
-  for (; scan.valid() && out.size() < max; scan.next()) {
+  // Under the key's stripe lock, so that the live versions do not change during the
+  // scan: it reads from the first live version to the last one it returns, stepping
+  // over no deletion marker outside that range.
+  std::lock_guard lock(stripe_of(key).mu);
+  const KeyBuffer* kb = key_buffer(key);
+  if (kb == nullptr) return out;
+  const std::size_t want = std::min(max, kb->size());
+  const std::uint64_t first = kb->begin()->first;
+  std::uint64_t last = want == kb->size() ? kb->rbegin()->first : std::next(kb->begin(), want - 1)->first;
+  out.reserve(want);
+  if (want == 1) {
+    // The consumer's call after every commit: one point read, cheaper than an
+    // iterator. Were the entry missing, the scan below answers from the database.
+    ::rocksdb::PinnableSlice value;
+    auto g = db_->Get(::rocksdb::ReadOptions(), buffer_cf_, buffer_key(key, first), &value);
+    if (g.ok()) {
+      auto v = decode_buffer_value(std::string_view(value.data(), value.size()));
+      if (!v) return unknown_buffer_format();
+      out.push_back(BufferEntry{std::string(key), first, std::string(v->id), std::string(v->message),
+                                from_unix_ms(v->buffered_at_ms)});
+      return out;
+    }
+    if (!g.IsNotFound()) return to_status(g, "read idem_buffer");
+    last = kb->rbegin()->first;
+  }
+  KeyScan scan(*db_, buffer_cf_, key, first, last);
+  for (; scan.valid() && out.size() < want; scan.next()) {
     auto k = decode_buffer_key(scan.key());
     auto v = decode_buffer_value(scan.value());
     if (!k || !v) return unknown_buffer_format();
@@ -298,20 +333,18 @@ StatusOr<std::vector<BufferEntry>> RocksStore::buffer_read(std::string_view key,
 }
 
 Status RocksStore::buffer_remove(std::string_view key, std::uint64_t version) {
-  const std::string k = buffer_key(key, version);
   std::lock_guard lock(stripe_of(key).mu);
-  ::rocksdb::PinnableSlice v;
-  auto g = db_->Get(::rocksdb::ReadOptions(), buffer_cf_, k, &v);
-  if (g.IsNotFound()) return Status::ok();
-  if (!g.ok()) return to_status(g, "read idem_buffer");
-  auto parts = decode_buffer_value(std::string_view(v.data(), v.size()));
-  if (!parts) return unknown_buffer_format();
-  const std::size_t bytes = key.size() + parts->id.size() + parts->message.size();
+  const KeyBuffer* kb = key_buffer(key);
+  if (kb == nullptr) return Status::ok();
+  auto e = kb->find(version);
+  if (e == kb->end()) return Status::ok();
+  const std::size_t bytes = e->second.bytes;
   ::rocksdb::WriteBatch batch;
-  auto s = batch.Delete(buffer_cf_, k);
+  auto s = batch.Delete(buffer_cf_, buffer_key(key, version));
   if (s.ok()) s = db_->Write(write_options, &batch);
   if (!s.ok()) return to_status(s, "buffer_remove");
   EntityStaging removed;
+  removed.unbuffered.emplace(std::string(key), version);
   removed.removed_count = 1;
   removed.removed_bytes = bytes;
   settle(removed);
@@ -326,36 +359,24 @@ StatusOr<BufferSummary> RocksStore::buffer_summary(std::size_t max_keys) {
     out.bytes = buffer_totals.bytes;
   }
   if (max_keys == 0) return out;
-  // One pass over idem_buffer: a key's entries are adjacent (they share its prefix),
-  // the first is its lowest version. A max-heap by oldest_at keeps the max_keys
-  // oldest keys seen so far.
+  // One pass over the keys in memory (Stripe::buffered), a stripe at a time. A
+  // max-heap by oldest_at keeps the max_keys oldest keys seen so far.
   auto later = [](const BufferedKey& a, const BufferedKey& b) { return a.oldest_at < b.oldest_at; };
   std::priority_queue<BufferedKey, std::vector<BufferedKey>, decltype(later)> oldest(later);
-  auto offer = [&](BufferedKey&& k) {
-    if (oldest.size() < max_keys) {
-      oldest.push(std::move(k));
-    } else if (k.oldest_at < oldest.top().oldest_at) {
-      oldest.pop();
-      oldest.push(std::move(k));
+  for (const auto& stripe : stripes) {
+    std::lock_guard lock(stripe->mu);
+    for (const auto& [key, kb] : stripe->buffered) {
+      std::int64_t at_ms = std::numeric_limits<std::int64_t>::max();
+      for (const auto& entry : kb) at_ms = std::min(at_ms, entry.second.buffered_at_ms);
+      const TimePoint at = from_unix_ms(at_ms);
+      if (oldest.size() < max_keys) {
+        oldest.push(BufferedKey{key, kb.size(), kb.begin()->first, at});
+      } else if (at < oldest.top().oldest_at) {
+        oldest.pop();
+        oldest.push(BufferedKey{key, kb.size(), kb.begin()->first, at});
+      }
     }
-  };
-  std::optional<BufferedKey> cur;
-  std::unique_ptr<::rocksdb::Iterator> it(db_->NewIterator(::rocksdb::ReadOptions(), buffer_cf_));
-  for (it->SeekToFirst(); it->Valid(); it->Next()) {
-    auto k = decode_buffer_key(view(it->key()));
-    auto v = decode_buffer_value(view(it->value()));
-    if (!k || !v) return unknown_buffer_format();
-    const TimePoint at = from_unix_ms(v->buffered_at_ms);
-    if (cur && cur->key == k->key) {
-      ++cur->count;
-      cur->oldest_at = std::min(cur->oldest_at, at);
-      continue;
-    }
-    if (cur) offer(std::move(*cur));
-    cur = BufferedKey{std::string(k->key), 1, k->version, at};
   }
-  if (Status s = to_status(it->status(), "scan idem_buffer"); !s.is_ok()) return s;
-  if (cur) offer(std::move(*cur));
   out.keys.resize(oldest.size());
   for (std::size_t i = oldest.size(); i-- > 0;) {
     out.keys[i] = oldest.top();
@@ -373,6 +394,10 @@ Status RocksStore::rebuild_buffer_totals() {
     if (!k || !v) return unknown_buffer_format();
     ++count;
     bytes += entry_bytes(*k, *v);
+    auto& buffered = stripe_of(k->key).buffered;
+    auto at = buffered.find(k->key);
+    if (at == buffered.end()) at = buffered.emplace(std::string(k->key), KeyBuffer{}).first;
+    at->second.emplace_hint(at->second.end(), k->version, BufferedEntry{v->buffered_at_ms, entry_bytes(*k, *v)});
   }
   if (Status s = to_status(it->status(), "scan idem_buffer"); !s.is_ok()) return s;
   std::lock_guard t(buffer_totals.mu);

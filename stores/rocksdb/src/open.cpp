@@ -179,6 +179,10 @@ StatusOr<std::shared_ptr<Store>> open(const Options& o) {
     store->handles.push_back(h);
     (name == kEntitiesCf ? store->entities_cf_ : store->buffer_cf_) = h;
   }
+  store->entity_cache_per_stripe =
+      o.entity_cache == 0 ? 0 : std::max<std::size_t>(1, (o.entity_cache + o.lease_stripes - 1) / o.lease_stripes);
+  store->stripes.reserve(o.lease_stripes);
+  for (std::size_t i = 0; i < o.lease_stripes; ++i) store->stripes.push_back(std::make_unique<detail::Stripe>());
   if (Status s = store->rebuild_buffer_totals(); !s.is_ok()) return s;
 
   // Skip reading idem_retries while it is empty.
@@ -187,10 +191,6 @@ StatusOr<std::shared_ptr<Store>> open(const Options& o) {
   store->retries_possible.store(it->Valid() || !it->status().ok());
   it.reset();
 
-  store->entity_cache_per_stripe =
-      o.entity_cache == 0 ? 0 : std::max<std::size_t>(1, (o.entity_cache + o.lease_stripes - 1) / o.lease_stripes);
-  store->stripes.reserve(o.lease_stripes);
-  for (std::size_t i = 0; i < o.lease_stripes; ++i) store->stripes.push_back(std::make_unique<detail::Stripe>());
   return std::shared_ptr<Store>(std::move(store));
 }
 

@@ -13,6 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -61,6 +62,17 @@ struct Lease {
   bool retry_record = false;  // idem_retries may hold a record of this id
 };
 
+// One live entry of the reorder buffer as kept in memory: what removing it and
+// summarising its key need, so that neither reads idem_buffer.
+struct BufferedEntry {
+  std::int64_t buffered_at_ms = 0;
+  std::size_t bytes = 0;  // BufferEntry::bytes()
+};
+
+// The live entries of one key in idem_buffer, by ascending version. Never empty: a key
+// whose last entry goes is erased from its Stripe::buffered.
+using KeyBuffer = std::map<std::uint64_t, BufferedEntry>;
+
 struct Stripe {
   std::mutex mu;
   std::unordered_map<std::string, Lease, StringHash, std::equal_to<>> leases;
@@ -69,6 +81,13 @@ struct Stripe {
   // read and changed only under `mu`, which every writer of those keys holds from
   // its compare to its write, so it never differs from the database.
   std::unordered_map<std::string, EntityRecord, StringHash, std::equal_to<>> entities;
+  // The live buffer entries of the keys that hash here, exactly as idem_buffer holds
+  // them (keys without entries absent): filled at open by the scan that rebuilds the
+  // totals, and changed only under `mu` after a write of idem_buffer has landed. Every
+  // writer of a key's entries holds `mu`, and this process is the only writer, so
+  // buffer_put counts, and buffer_read finds the first live entry, without a scan
+  // over the deletion markers of the key's removed entries.
+  std::unordered_map<std::string, KeyBuffer, StringHash, std::equal_to<>> buffered;
 };
 
 // What the database says about one id (and, if asked, about its entity key).
@@ -99,7 +118,9 @@ class EntityStaging {
   void stage(std::string_view key, EntityRecord r);
   const std::vector<std::pair<std::string, EntityRecord>>& records() const { return records_; }
 
-  std::unordered_set<std::string> unbuffered;  // buffer keys deleted by this batch
+  // The buffer entries (key, version) this batch deletes; removed from
+  // Stripe::buffered once it has landed.
+  std::set<std::pair<std::string, std::uint64_t>> unbuffered;
   std::size_t removed_count = 0;
   std::size_t removed_bytes = 0;
 
@@ -163,7 +184,8 @@ class RocksStore final : public Store {
   ::rocksdb::WriteOptions write_options;
   BufferTotals buffer_totals;
 
-  // Sums the entries of idem_buffer into buffer_totals (open() calls it once).
+  // Sums the entries of idem_buffer into buffer_totals and fills Stripe::buffered
+  // (open() calls it once). REQUIRES: the stripes exist; the store is not yet shared.
   Status rebuild_buffer_totals();
 
  private:
@@ -193,10 +215,12 @@ class RocksStore final : public Store {
   // the entity write and the buffer deletion to `batch`. Adds nothing on failure:
   // kAborted if the revision moved. REQUIRES: the key's stripe is locked.
   Status stage_entity(const EntityWrite& w, EntityStaging& st, ::rocksdb::WriteBatch& batch);
-  // Subtracts the buffer entries a landed batch removed from buffer_totals.
+  // Forgets the buffer entries a landed batch removed (Stripe::buffered) and
+  // subtracts them from buffer_totals. REQUIRES: the stripes of their keys are locked.
   void settle(const EntityStaging& st);
-  // Counts the entries of key in idem_buffer, stopping at `limit`.
-  StatusOr<std::size_t> count_buffered(std::string_view key, std::size_t limit);
+  // The live buffer entries of key, or null if it has none. REQUIRES: key's stripe is
+  // locked.
+  KeyBuffer* key_buffer(std::string_view key);
   ClaimResult decide_claim(Stripe& s, const ClaimRequest& q, std::int64_t now, const Lookup& l);
   // Checks `q` against the lease table and the looked-up record (read if `pre` is
   // null), stages q.entity (if set) into `st`, and adds its writes to `batch`; adds

@@ -27,7 +27,9 @@
 // order, by a commit), and lands in the commit's one WriteBatch with the dedup record
 // and the removal of the unbuffered entry. Up to Options::entity_cache records are
 // kept in memory, exact because this process is the only writer. The reorder
-// buffer's totals are kept in memory, rebuilt by a scan at open.
+// buffer's totals and the live versions of every key with buffered entries are kept
+// in memory, rebuilt by a scan at open: buffer_put counts a key's entries and
+// buffer_read seeks to its first live entry without scanning its removed ones.
 //
 // Expiry: every record carries its expiry time. Reads treat an expired record as
 // absent. A compaction filter drops records that expired before the largest `now`
