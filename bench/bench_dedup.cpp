@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_util.hpp"
 #include "id_stream.hpp"
 #include "idem_paths.hpp"
 #include "path_result.hpp"
@@ -33,8 +34,8 @@ namespace {
 
 // One row of the table.
 struct Row {
-  std::string key;                   // short name, as in --only
-  std::string label;                 // what was measured
+  std::string key;    // short name, as in --only
+  std::string label;  // what was measured
   PathResult result;
 };
 
@@ -65,28 +66,6 @@ const std::vector<Comparison> kComparisons = {
 };
 constexpr double kMemoryMinRate = 2'000'000;  // msgs/s, the memory path's absolute target
 
-std::string first_line_of(const char* file, const std::string& key) {
-  std::ifstream in(file);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (key.empty() || line.rfind(key, 0) == 0) {
-      const auto colon = line.find(':');
-      return key.empty() || colon == std::string::npos ? line : line.substr(colon + 2);
-    }
-  }
-  return "?";
-}
-
-std::string with_commas(double v) {
-  const std::string digits = std::to_string(static_cast<long long>(v + 0.5));
-  std::string out;
-  for (std::size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out.push_back(',');
-    out.push_back(digits[i]);
-  }
-  return out;
-}
-
 void print_machine(const std::string& dir, std::size_t messages, std::size_t batch) {
   std::printf("idem_bench_dedup — machine facts that matter:\n");
   std::printf("  vCPUs: %u (%s), shared with other work and noisy: compare the RATIOS, not absolute rates\n",
@@ -99,8 +78,8 @@ void print_machine(const std::string& dir, std::size_t messages, std::size_t bat
 #else
   std::printf("  build: NOT optimised or assertions on: configure with -DCMAKE_BUILD_TYPE=Release\n");
 #endif
-  std::printf("  single thread; no-op handler; effectively_once; system clock; %zu deliveries, batch %zu\n\n",
-              messages, batch);
+  std::printf("  single thread; no-op handler; effectively_once; system clock; %zu deliveries, batch %zu\n\n", messages,
+              batch);
 }
 
 RawOptions layout_options(RawOptions o, bool with_expires_index) {
@@ -117,8 +96,8 @@ const Row* find_row(const std::vector<Row>& rows, const std::string& key) {
 // Prints the table and the per-path correctness; returns the exit status.
 int print_table(const std::vector<Row>& rows, const Stream& stream, bool profile, bool strict) {
   bool miscounted = false, failed = false;
-  std::printf("%-40s %12s %7s %7s %12s %9s  %-28s %-9s %s\n", "path", "msgs/s", "wall s", "cpu s", "msgs/cpu-s",
-              "dups", "ratio", "target", "result");
+  std::printf("%-40s %12s %7s %7s %12s %9s  %-28s %-9s %s\n", "path", "msgs/s", "wall s", "cpu s", "msgs/cpu-s", "dups",
+              "ratio", "target", "result");
   std::printf("%s\n", std::string(139, '-').c_str());
   for (const Row& r : rows) {
     const PathResult& x = r.result;
@@ -158,8 +137,9 @@ int print_table(const std::vector<Row>& rows, const Stream& stream, bool profile
     for (std::size_t i = 1; i < tails.size(); ++i) std::printf("%-93s  %s\n", "", tails[i].c_str());
   }
   std::printf("%s\n", std::string(139, '-').c_str());
-  std::printf("msgs/s uses wall time (the targets); msgs/cpu-s uses this process's CPU time, steadier when the\n"
-              "machine is busy but blind to I/O waits (fsync), so it flatters the SQLite rows.\n");
+  std::printf(
+      "msgs/s uses wall time (the targets); msgs/cpu-s uses this process's CPU time, steadier when the\n"
+      "machine is busy but blind to I/O waits (fsync), so it flatters the SQLite rows.\n");
   std::printf("dups: duplicates each path detected; expected exactly %zu (and %zu processed, nothing else)%s\n",
               stream.duplicates, stream.unique, miscounted ? "; '!' marks a path that MISCOUNTED\n" : ", all exact\n");
   std::fflush(stdout);
@@ -198,10 +178,12 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.0, 0.5));
   app.add_option("--seed", so.seed, "stream seed (default 20261129)");
   app.add_option("--dir", dir, "directory for the temporary databases (default /tmp)");
-  app.add_option("--only", only,
-                 "run only these rows: hash_set, memory_store, memory, memory_batch, raw, idem, idem_shared, raw_batch, "
-                 "idem_batch, naive; with --layouts: raw_layout, raw_batch_layout, raw_batch_layout_noindex, "
-                 "raw_batch_layout_sorted, raw_batch_layout_ckpt")->delimiter(',');
+  app.add_option(
+         "--only", only,
+         "run only these rows: hash_set, memory_store, memory, memory_batch, raw, idem, idem_shared, raw_batch, "
+         "idem_batch, naive; with --layouts: raw_layout, raw_batch_layout, raw_batch_layout_noindex, "
+         "raw_batch_layout_sorted, raw_batch_layout_ckpt")
+      ->delimiter(',');
   app.add_flag("--profile", profile,
                "also trace every SQLite connection: statements per message, time per statement, "
                "WAL frames per commit, syncs (slows SQLite paths)");
@@ -244,8 +226,7 @@ int main(int argc, char** argv) {
   };
   std::vector<Plan> plan = {
       {"hash_set", "raw     unordered_set<string>::insert", [&] { return run_raw_hash_set(stream); }},
-      {"memory_store", "store   memory claim+commit, no engine",
-       [&] { return run_memory_store_direct(stream); }},
+      {"memory_store", "store   memory claim+commit, no engine", [&] { return run_memory_store_direct(stream); }},
       {"memory", "memory  Consumer::process", [&] { return run_memory(stream, one); }},
       {"memory_batch", "memory  Consumer::process_batch(" + b + ")", [&] { return run_memory(stream, many); }},
       {"raw", "raw     autocommit INSERT OR IGNORE", [&] { return run_raw_autocommit(db, stream, ro); }},
@@ -261,17 +242,20 @@ int main(int argc, char** argv) {
        [&] { return run_raw_batched(db, stream, layout_options(ro, true)); }},
       {"raw_batch_layout_noindex", "raw     " + b + "/txn, idem layout - index",
        [&] { return run_raw_batched(db, stream, layout_options(ro, false)); }},
-      {"raw_batch_layout_sorted", "raw     " + b + "/txn, idem layout, sorted", [&] {
+      {"raw_batch_layout_sorted", "raw     " + b + "/txn, idem layout, sorted",
+       [&] {
          RawOptions o = layout_options(ro, true);
          o.sort_batch = true;
          return run_raw_batched(db, stream, o);
        }},
-      {"raw_batch_layout_ckpt", "raw     " + b + "/txn, idem layout, ckpt 10k", [&] {
+      {"raw_batch_layout_ckpt", "raw     " + b + "/txn, idem layout, ckpt 10k",
+       [&] {
          RawOptions o = layout_options(ro, true);
          o.wal_autocheckpoint = 10'000;
          return run_raw_batched(db, stream, o);
        }},
-      {"idem_batch", "idem    sqlite process_batch(" + b + ")", [&] { return run_idem_sqlite(db, stream, many, false); }},
+      {"idem_batch", "idem    sqlite process_batch(" + b + ")",
+       [&] { return run_idem_sqlite(db, stream, many, false); }},
 #endif
       {"naive", "naive   SELECT, handler, INSERT", [&] { return run_naive(db, stream, ro); }},
   };

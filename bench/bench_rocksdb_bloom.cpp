@@ -37,6 +37,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_util.hpp"
 #include "id_stream.hpp"
 #include "idem/bloom_store.hpp"
 #include "idem/consumer.hpp"
@@ -57,12 +58,6 @@ struct PathResult {
   // Messages per CPU-second: robust against other processes on a shared machine.
   double cpu_rate() const { return cpu_seconds > 0 ? static_cast<double>(messages) / cpu_seconds : 0; }
 };
-
-double cpu_now() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
 
 class Stopwatch {
  public:

@@ -41,6 +41,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_util.hpp"
 #include "idem/consumer.hpp"
 #include "idem/open_store.hpp"
 #ifdef IDEM_BENCH_WITH_MACHINE
@@ -180,16 +181,10 @@ struct Result {
 
   double rate() const { return wall_seconds > 0 ? static_cast<double>(messages) / wall_seconds : 0; }
   bool exact() const {
-    return error.empty() && complete && order_errors == 0 && other == 0 &&
-           processed + drained_processed == messages && drained_processed == buffered;
+    return error.empty() && complete && order_errors == 0 && other == 0 && processed + drained_processed == messages &&
+           drained_processed == buffered;
   }
 };
-
-double cpu_now() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
 
 enum class Mode { kDedup, kStrict, kMachine };
 
@@ -278,28 +273,6 @@ Result run(const std::string& uri, Mode mode, const std::vector<BMsg>& stream, c
 
 // ---- the table ------------------------------------------------------------------------
 
-std::string with_commas(double v) {
-  const std::string digits = std::to_string(static_cast<long long>(v + 0.5));
-  std::string out;
-  for (std::size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out.push_back(',');
-    out.push_back(digits[i]);
-  }
-  return out;
-}
-
-std::string first_line_of(const char* file, const std::string& key) {
-  std::ifstream in(file);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (key.empty() || line.rfind(key, 0) == 0) {
-      const auto colon = line.find(':');
-      return key.empty() || colon == std::string::npos ? line : line.substr(colon + 2);
-    }
-  }
-  return "?";
-}
-
 struct Row {
   std::string store;  // "memory", "sqlite", "rocksdb"
   std::string kind;   // "dedup", "inorder", "early30", "machine"
@@ -314,7 +287,8 @@ struct Row {
   }
   double median_cpu_rate() const {
     std::vector<double> rates;
-    for (const Result& r : runs) rates.push_back(r.cpu_seconds > 0 ? static_cast<double>(r.messages) / r.cpu_seconds : 0);
+    for (const Result& r : runs)
+      rates.push_back(r.cpu_seconds > 0 ? static_cast<double>(r.messages) / r.cpu_seconds : 0);
     if (rates.empty()) return 0;
     std::sort(rates.begin(), rates.end());
     return rates[rates.size() / 2];
@@ -326,8 +300,8 @@ struct Row {
 
 struct Target {
   std::string row, baseline;
-  double min_ratio;          // 0: reported only
-  const char* only_store;    // the target applies on this store only (nullptr: every store)
+  double min_ratio;        // 0: reported only
+  const char* only_store;  // the target applies on this store only (nullptr: every store)
 };
 
 const Target kTargets[] = {
@@ -377,8 +351,9 @@ int print_table(const std::vector<Row>& rows, bool strict) {
     for (std::size_t i = 1; i < tails.size(); ++i) std::printf("%-54s  %s\n", "", tails[i].c_str());
   }
   std::printf("%s\n", std::string(106, '-').c_str());
-  std::printf("msgs/s: median over the runs, wall time (the targets); msgs/cpu-s: this process's CPU time, steadier\n"
-              "on a busy machine but blind to I/O waits; (cpu …x): the ratio of the msgs/cpu-s medians.\n");
+  std::printf(
+      "msgs/s: median over the runs, wall time (the targets); msgs/cpu-s: this process's CPU time, steadier\n"
+      "on a busy machine but blind to I/O waits; (cpu …x): the ratio of the msgs/cpu-s medians.\n");
   std::fflush(stdout);
   for (const Row& r : rows) {
     for (std::size_t i = 0; i < r.runs.size(); ++i) {
@@ -459,15 +434,17 @@ int main(int argc, char** argv) {
 #else
   std::printf("  build: NOT optimised or assertions on: configure with -DCMAKE_BUILD_TYPE=Release\n");
 #endif
-  std::printf("  stream: %u keys x %llu versions = %zu deliveries, round-robin over keys; early30: %.1f%% of "
-              "deliveries early (window %zu)\n",
-              s.keys, static_cast<unsigned long long>(s.versions), s.in_order.size(), 100 * s.early_share, window);
+  std::printf(
+      "  stream: %u keys x %llu versions = %zu deliveries, round-robin over keys; early30: %.1f%% of "
+      "deliveries early (window %zu)\n",
+      s.keys, static_cast<unsigned long long>(s.versions), s.in_order.size(), 100 * s.early_share, window);
   std::printf("  memory rows: %u keys x %llu versions = %zu deliveries (--memory-scale %zu); early30: %.1f%%\n",
               sm.keys, static_cast<unsigned long long>(sm.versions), sm.in_order.size(), memory_scale,
               100 * sm.early_share);
-  std::printf("  single thread; Consumer::process; effectively_once; default options; system clock; databases in %s;"
-              " %d run(s) per row\n\n",
-              tmp.c_str(), repeat);
+  std::printf(
+      "  single thread; Consumer::process; effectively_once; default options; system clock; databases in %s;"
+      " %d run(s) per row\n\n",
+      tmp.c_str(), repeat);
 
   struct Plan {
     std::string store, kind;
@@ -503,7 +480,8 @@ int main(int argc, char** argv) {
       Result r = run(uri, p.mode, *p.stream, *p.streams);
       std::filesystem::remove_all(where, ec);
       for (const char* suffix : {"-wal", "-shm"}) std::filesystem::remove(where.string() + suffix, ec);
-      if (!r.error.empty() && r.error.find("unknown") != std::string::npos && r.error.find("scheme") != std::string::npos) {
+      if (!r.error.empty() && r.error.find("unknown") != std::string::npos &&
+          r.error.find("scheme") != std::string::npos) {
         std::fprintf(stderr, " not built, skipped\n");
         rows[i].store.clear();
         continue;
