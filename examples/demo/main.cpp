@@ -8,6 +8,8 @@
 // a consumer crash before its acks, a flaky gateway and a poison message.
 // Chapter 2 writes the shop's own ledger in the same SQLite transaction as idem's
 // dedup commit (transactional mode).
+// Chapter 3 (catalogue.cpp) runs a partner's product-status events, out of order,
+// through strict ordering and the product state machine.
 // Each chapter ends with an audit of the effects against what should have happened;
 // the exit status is 0 iff every check passed.
 #include <sqlite3.h>
@@ -22,6 +24,9 @@
 
 #include "books.hpp"
 #include "broker.hpp"
+#ifdef IDEM_DEMO_WITH_CATALOGUE
+#include "catalogue.hpp"
+#endif
 #include "idem/idem.hpp"
 #include "idem/open_store.hpp"
 #include "idem/sqlite_store.hpp"
@@ -262,7 +267,10 @@ int main(int argc, char** argv) {
   std::printf("idem demo: store sqlite:%s\n", world.db_path.c_str());
 
   const bool payments_ok = demo::payments(world);
-  const bool ledger_ok = payments_ok && demo::ledger(world);
+  bool ledger_ok = payments_ok && demo::ledger(world);
+#ifdef IDEM_DEMO_WITH_CATALOGUE
+  ledger_ok = ledger_ok && demo::catalogue(world.db_path, world.clock);
+#endif
 
   std::printf("\n%s\n", payments_ok && ledger_ok ? "Every effect happened exactly once."
                                                  : "FAILED: some effect did not happen exactly once (see above).");
