@@ -45,14 +45,7 @@ std::shared_ptr<Store> open_ok(const std::string& path) {
 
 BufferPut put(std::string_view key, std::uint64_t version, std::string_view id, std::string_view message,
               BufferLimits limits = {}) {
-  BufferPut p;
-  p.key = key;
-  p.version = version;
-  p.id = id;
-  p.message = message;
-  p.now = kT0;
-  p.limits = limits;
-  return p;
+  return testing::bp(key, version, id, message, kT0, limits);
 }
 
 ClaimRequest claim_req(std::string_view id, std::string_view owner,
@@ -86,20 +79,11 @@ std::string be64(std::uint64_t v) {
 
 // Drops column family `cf` from the database at `path` with RocksDB itself.
 void drop_column_family(const std::string& path, const std::string& cf) {
-  std::vector<std::string> names;
-  ASSERT_TRUE(::rocksdb::DB::ListColumnFamilies(::rocksdb::DBOptions(), path, &names).ok());
-  std::vector<::rocksdb::ColumnFamilyDescriptor> descs;
-  for (const auto& n : names) descs.emplace_back(n, ::rocksdb::ColumnFamilyOptions());
-  std::vector<::rocksdb::ColumnFamilyHandle*> handles;
-  ::rocksdb::DB* db = nullptr;
-  ASSERT_TRUE(::rocksdb::DB::Open(::rocksdb::DBOptions(), path, descs, &handles, &db).ok());
-  for (std::size_t i = 0; i < names.size(); ++i) {
-    if (names[i] == cf) {
-      EXPECT_TRUE(db->DropColumnFamily(handles[i]).ok());
+  ASSERT_TRUE(testing::with_raw_db(path, [&](::rocksdb::DB& db, const auto& cfs) {
+    if (auto it = cfs.find(cf); it != cfs.end()) {
+      EXPECT_TRUE(db.DropColumnFamily(it->second).ok());
     }
-  }
-  for (auto* h : handles) (void)db->DestroyColumnFamilyHandle(h);
-  delete db;
+  }));
 }
 
 std::vector<std::string> column_families(const std::string& path) {

@@ -153,19 +153,11 @@ TEST(RocksdbBadInput, DatabaseOfAnotherLayoutIsLeftUntouched) {
 
 // Rewrites the layout marker of an idem database.
 void set_layout(const std::string& path, const std::string& value) {
-  std::vector<std::string> names;
-  ASSERT_TRUE(::rocksdb::DB::ListColumnFamilies(::rocksdb::DBOptions(), path, &names).ok());
-  std::vector<::rocksdb::ColumnFamilyDescriptor> descs;
-  for (const auto& n : names) descs.emplace_back(n, ::rocksdb::ColumnFamilyOptions());
-  std::vector<::rocksdb::ColumnFamilyHandle*> handles;
-  ::rocksdb::DB* db = nullptr;
-  ASSERT_TRUE(::rocksdb::DB::Open(::rocksdb::DBOptions(), path, descs, &handles, &db).ok());
-  for (std::size_t i = 0; i < names.size(); ++i)
-    if (names[i] == "idem_meta") {
-      ASSERT_TRUE(db->Put(::rocksdb::WriteOptions(), handles[i], "layout", value).ok());
-    }
-  for (auto* h : handles) (void)db->DestroyColumnFamilyHandle(h);
-  delete db;
+  ASSERT_TRUE(testing::with_raw_db(path, [&](::rocksdb::DB& db, const auto& cfs) {
+    auto it = cfs.find("idem_meta");
+    ASSERT_NE(it, cfs.end());
+    ASSERT_TRUE(db.Put(::rocksdb::WriteOptions(), it->second, "layout", value).ok());
+  }));
 }
 
 TEST(RocksdbBadInput, NewerOrUnknownLayoutVersion) {
