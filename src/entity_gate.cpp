@@ -23,7 +23,8 @@ std::optional<Decision> Pipeline::validate_entity(const MessageView& m) const {
     return bad("message key of " + std::to_string(m.key->size()) + " bytes exceeds ordering.max_key_bytes (" +
                std::to_string(o_.ordering.max_key_bytes) + ")");
   if (mode == Ordering::kMonotonic || mode == Ordering::kStrict) {
-    if (!m.version) return bad("message has no version (required by ordering " + std::string(ordering_name(mode)) + ")");
+    if (!m.version)
+      return bad("message has no version (required by ordering " + std::string(ordering_name(mode)) + ")");
     if (*m.version == 0) return bad("version 0 is not a version (versions start at 1)");
   }
   if (o_.machine) {
@@ -57,8 +58,9 @@ std::optional<Decision> Pipeline::gate(const MessageView& m, const ClaimResult& 
     if (stale) {
       (void)timed_store([&] { return impl_.store->release(release_req(*m.id, false)); });
       Decision d = Decision::ack(Reason::kStale);
-      d.detail = "version " + std::to_string(v) + (unstarted ? " is before the first version " + std::to_string(expected)
-                                                             : " <= applied version " + std::to_string(applied));
+      d.detail = "version " + std::to_string(v) +
+                 (unstarted ? " is before the first version " + std::to_string(expected)
+                            : " <= applied version " + std::to_string(applied));
       return d;
     }
     const std::uint64_t base = mode == Ordering::kStrict ? expected : applied;
@@ -75,12 +77,15 @@ std::optional<Decision> Pipeline::gate(const MessageView& m, const ClaimResult& 
     g.event = *m.event;
     g.from = chk.from;
     switch (chk.answer) {
-      case StateGate::Answer::kApply: g.to = chk.to; break;
+      case StateGate::Answer::kApply:
+        g.to = chk.to;
+        break;
       case StateGate::Answer::kNotYetValid: {
         if (c.retries >= o_.machine->max_retries())
           return dead_letter_now(*m.id, fp, &g, Reason::kRetriesExhausted, chk.reason);
         auto r = timed_store([&] { return impl_.store->release(release_req(*m.id, true)); });
-        if (!r.ok()) log_error(impl_.log, "idem: release failed (the lease will expire instead): {}", r.status().to_string());
+        if (!r.ok())
+          log_error(impl_.log, "idem: release failed (the lease will expire instead): {}", r.status().to_string());
         Decision d = Decision::retry(Reason::kInvalidTransition, o_.machine->backoff().delay_for(c.retries));
         d.detail = chk.reason;
         return d;
@@ -100,9 +105,9 @@ Decision Pipeline::buffer_early(const MessageView& m, std::optional<std::uint64_
   BufferPut put{*m.key, *m.version, *m.id, message, last_, o_.ordering.limits};
   Status s = timed_store([&] { return impl_.store->buffer_put(put); });
   if (s.code() == StatusCode::kFailedPrecondition) {
-    return dead_letter_now(*m.id, fp, nullptr, Reason::kBadMessage,
-                           "version " + std::to_string(*m.version) +
-                               " of this key is already buffered under another message id");
+    return dead_letter_now(
+        *m.id, fp, nullptr, Reason::kBadMessage,
+        "version " + std::to_string(*m.version) + " of this key is already buffered under another message id");
   }
   (void)timed_store([&] { return impl_.store->release(release_req(*m.id, false)); });
   if (s.code() == StatusCode::kResourceExhausted) {
@@ -118,7 +123,8 @@ Decision Pipeline::buffer_early(const MessageView& m, std::optional<std::uint64_
   advanced_ = false;  // drained here already
   // A non-durable store would lose the buffered message in a crash: the delivery stays
   // unacked (hold) and on_buffered reports when it has been processed.
-  Decision d = impl_.store->capabilities().durable ? Decision::ack(Reason::kBuffered) : Decision::hold(Reason::kBuffered);
+  Decision d =
+      impl_.store->capabilities().durable ? Decision::ack(Reason::kBuffered) : Decision::hold(Reason::kBuffered);
   d.detail = "waiting for version " + std::to_string(expected);
   return d;
 }
@@ -127,7 +133,8 @@ std::size_t Pipeline::drain(std::string_view key, HandlerThunk h) {
   advanced_ = false;
   {
     std::lock_guard lock(impl_.buffered_mu);
-    auto nb = impl_.drain_not_before.find(std::string(key));
+    auto nb =
+        impl_.drain_not_before.empty() ? impl_.drain_not_before.end() : impl_.drain_not_before.find(std::string(key));
     if (nb != impl_.drain_not_before.end()) {
       if (tick() < nb->second) return 0;
       impl_.drain_not_before.erase(nb);
@@ -204,7 +211,8 @@ bool Pipeline::run_buffered(const BufferEntry& e, HandlerThunk h) {
   g.version = e.version;
   g.drained = true;
   if (!frame) {
-    report(e, dead_letter_now(e.id, std::nullopt, &g, Reason::kBadMessage, "buffered entry is not in idem's format"), &g);
+    report(e, dead_letter_now(e.id, std::nullopt, &g, Reason::kBadMessage, "buffered entry is not in idem's format"),
+           &g);
     return advanced_;
   }
   if (o_.machine) {
@@ -223,7 +231,7 @@ bool Pipeline::run_buffered(const BufferEntry& e, HandlerThunk h) {
     if (chk.answer != StateGate::Answer::kApply) {
       const Reason why = chk.answer == StateGate::Answer::kNotYetValid ? Reason::kRetriesExhausted
                          : chk.answer == StateGate::Answer::kRejected  ? Reason::kBadMessage
-                                                                        : Reason::kInvalidTransition;
+                                                                       : Reason::kInvalidTransition;
       report(e, dead_letter_now(e.id, std::nullopt, &g, why, chk.reason), &g);
       return advanced_;
     }
@@ -258,7 +266,8 @@ void Pipeline::report(const BufferEntry& e, const Decision& d, const Gate* g) {
   metrics_.count_buffered_outcome(d);
   if (!o_.on_buffered) {
     if (d.action == Action::kDeadLetter)
-      log_error(impl_.log, "idem: buffered message {} (version {}) dead-lettered ({}) and no on_buffered listener is set",
+      log_error(impl_.log,
+                "idem: buffered message {} (version {}) dead-lettered ({}) and no on_buffered listener is set",
                 printable(e.id), e.version, reason_name(d.reason));
     return;
   }
@@ -278,7 +287,8 @@ void Pipeline::report(const BufferEntry& e, const Decision& d, const Gate* g) {
 std::size_t Pipeline::tick_all(HandlerThunk h) {
   if (o_.ordering.mode != Ordering::kStrict) return 0;
   constexpr std::size_t kKeysPerTick = 256;
-  auto summary = timed_store([&] { return impl_.store->buffer_summary(std::max(kKeysPerTick, o_.ordering.gap_report_keys)); });
+  auto summary =
+      timed_store([&] { return impl_.store->buffer_summary(std::max(kKeysPerTick, o_.ordering.gap_report_keys)); });
   if (!summary.ok()) {
     log_warn(impl_.log, "idem: reading the reorder buffer failed: {}", summary.status().to_string());
     return 0;
@@ -307,7 +317,8 @@ std::size_t Pipeline::apply_gap_policy(const BufferedKey& k, HandlerThunk h) {
   const std::uint64_t lowest = entries->front().version;
   if (lowest == ent->version + 1) return 0;  // no gap (any more)
   switch (o_.ordering.gap_policy) {
-    case GapPolicy::kHold: return 0;  // reported by the gap-age metrics
+    case GapPolicy::kHold:
+      return 0;  // reported by the gap-age metrics
     case GapPolicy::kSkip: {
       const std::uint64_t from = ent->version + 1;
       EntityWrite w{k.key, ent->revision, lowest - 1, std::nullopt, std::nullopt};
@@ -323,16 +334,19 @@ std::size_t Pipeline::apply_gap_policy(const BufferedKey& k, HandlerThunk h) {
       ekey_ = k.key;
       for (const BufferEntry& e : *entries) {
         const TimePoint now = tick();
-        auto claim = timed_store([&] { return impl_.store->claim({e.id, o_.owner, o_.lease, std::nullopt, now, e.key}); });
+        auto claim = timed_store([&] {
+          return impl_.store->claim({e.id, o_.owner, o_.lease, std::nullopt, now, e.key});
+        });
         if (!claim.ok() || claim->status == ClaimStatus::kInProgress) break;
         if (claim->status == ClaimStatus::kNew) {
-          Status s = timed_store(
-              [&] { return impl_.store->commit(commit_request(e.id, std::nullopt, Outcome::kDeadLettered, std::nullopt)); });
+          Status s = timed_store([&] {
+            return impl_.store->commit(commit_request(e.id, std::nullopt, Outcome::kDeadLettered, std::nullopt));
+          });
           if (!s.is_ok()) break;
         }
         (void)timed_store([&] { return impl_.store->buffer_remove(e.key, e.version); });
         Decision d = Decision::dead_letter(Reason::kGapTimeout, "version " + std::to_string(ent->version + 1) +
-                                                                     " did not arrive within ordering.gap_timeout");
+                                                                    " did not arrive within ordering.gap_timeout");
         report(e, d, nullptr);
         ++moved;
       }

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -17,15 +18,19 @@ class Watermarks {
   // Returns the stream's watermark, or nullopt if none is set.
   std::optional<std::uint64_t> get(std::string_view stream) const {
     std::lock_guard lock(mu_);
-    auto it = marks_.find(std::string(stream));
+    auto it = marks_.find(stream);
     if (it == marks_.end()) return std::nullopt;
     return it->second;
   }
   // Raises the stream's watermark to `position` (never lowers it).
   void advance(std::string_view stream, std::uint64_t position) {
     std::lock_guard lock(mu_);
-    auto [it, inserted] = marks_.try_emplace(std::string(stream), position);
-    if (!inserted && it->second < position) it->second = position;
+    auto it = marks_.find(stream);
+    if (it == marks_.end()) {
+      marks_.emplace(std::string(stream), position);
+      return;
+    }
+    if (it->second < position) it->second = position;
   }
   // Sets the stream's watermark to `position`, lower or higher.
   void reset(std::string_view stream, std::uint64_t position) {
@@ -34,8 +39,13 @@ class Watermarks {
   }
 
  private:
+  // Looked up by string_view without building a string (a lookup per message).
+  struct Hash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+  };
   mutable std::mutex mu_;
-  std::unordered_map<std::string, std::uint64_t> marks_;
+  std::unordered_map<std::string, std::uint64_t, Hash, std::equal_to<>> marks_;
 };
 
 }  // namespace idem::detail
