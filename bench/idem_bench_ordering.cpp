@@ -11,6 +11,8 @@
 //                                                                       target ≥ 0.50× inorder
 //   machine  a 2-state machine (off -turn_on-> on -turn_off-> off), events alternating
 //            valid, no ordering, the in-order stream               target on sqlite: ≥ 0.80× dedup
+// The same four rows again with the suffix _b use Consumer::process_batch of --batch
+// deliveries (default 1000); the same targets hold between them (inorder_b / dedup_b …).
 // Single thread, Consumer::process per delivery, system clock, default options. Each row
 // runs --repeat times (rows interleaved) and the median rate is reported. The memory
 // rows use a stream --memory-scale times longer (default 10), so that they run long
@@ -203,7 +205,8 @@ std::shared_ptr<const StateGate> two_state_machine() {
 }
 #endif
 
-Result run(const std::string& uri, Mode mode, const std::vector<BMsg>& stream, const Streams& s) {
+// batch 0: Consumer::process per delivery; else process_batch of `batch` deliveries.
+Result run(const std::string& uri, Mode mode, const std::vector<BMsg>& stream, const Streams& s, std::size_t batch) {
   Result r;
   auto store = open_store(uri);
   if (!store.ok()) {
@@ -255,14 +258,20 @@ Result run(const std::string& uri, Mode mode, const std::vector<BMsg>& stream, c
   Consumer<BMsg>& consumer = *c;
   const auto wall0 = std::chrono::steady_clock::now();
   const double cpu0 = cpu_now();
-  for (const BMsg& m : stream) {
-    const Decision d = consumer.process(m);
+  auto count = [&](const Decision& d) {
     if (d.reason == Reason::kProcessed && d.action == Action::kAck)
       ++r.processed;
     else if (d.reason == Reason::kBuffered && d.action != Action::kRetry && d.action != Action::kDeadLetter)
       ++r.buffered;
     else
       ++r.other;
+  };
+  if (batch == 0) {
+    for (const BMsg& m : stream) count(consumer.process(m));
+  } else {
+    const std::span<const BMsg> all(stream);
+    for (std::size_t at = 0; at < all.size(); at += batch)
+      for (const Decision& d : consumer.process_batch(all.subspan(at, std::min(batch, all.size() - at)))) count(d);
   }
   r.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
   r.cpu_seconds = cpu_now() - cpu0;
@@ -308,6 +317,9 @@ const Target kTargets[] = {
     {"inorder", "dedup", 0.8, nullptr},
     {"early30", "inorder", 0.5, nullptr},
     {"machine", "dedup", 0.8, "sqlite"},
+    {"inorder_b", "dedup_b", 0.8, nullptr},
+    {"early30_b", "inorder_b", 0.5, nullptr},
+    {"machine_b", "dedup_b", 0.8, "sqlite"},
 };
 
 const Row* find_row(const std::vector<Row>& rows, const std::string& store, const std::string& kind) {
@@ -389,6 +401,7 @@ int main(int argc, char** argv) {
   std::string dir = "/tmp";
   std::vector<std::string> stores = {"memory", "sqlite", "rocksdb"};
   std::size_t memory_scale = 10;
+  std::size_t batch = 1000;
   app.add_option("-n,--messages", messages, "deliveries per row (default 100000)");
   app.add_flag("--quick", quick, "CI-size run: 10000 deliveries, 1 run per row");
   app.add_option("--keys", keys, "entity keys (default 64)")->check(CLI::Range(1u, 1u << 20));
@@ -404,6 +417,8 @@ int main(int argc, char** argv) {
       ->delimiter(',');
   app.add_option("--memory-scale", memory_scale, "the memory rows' stream is this many times longer (default 10)")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1000}));
+  app.add_option("-b,--batch", batch, "deliveries per process_batch call in the *_b rows; 0: no *_b rows (default 1000, as idem_bench_dedup)")
+      ->check(CLI::Range(std::size_t{0}, std::size_t{100'000}));
   app.add_flag("--strict", strict, "exit 3 if a performance target fails");
   CLI11_PARSE(app, argc, argv);
   if (quick) {
@@ -442,15 +457,16 @@ int main(int argc, char** argv) {
               sm.keys, static_cast<unsigned long long>(sm.versions), sm.in_order.size(), memory_scale,
               100 * sm.early_share);
   std::printf(
-      "  single thread; Consumer::process; effectively_once; default options; system clock; databases in %s;"
-      " %d run(s) per row\n\n",
-      tmp.c_str(), repeat);
+      "  single thread; Consumer::process (rows *_b: process_batch of %zu); effectively_once; default options;"
+      " system clock; databases in %s; %d run(s) per row\n\n",
+      batch, tmp.c_str(), repeat);
 
   struct Plan {
     std::string store, kind;
     Mode mode;
     const std::vector<BMsg>* stream;
     const Streams* streams;
+    std::size_t batch;  // 0: process() per delivery
   };
   std::vector<Plan> plan;
   for (const std::string& st : stores) {
@@ -459,12 +475,16 @@ int main(int argc, char** argv) {
       return 2;
     }
     const Streams& x = st == "memory" ? sm : s;
-    plan.push_back({st, "dedup", Mode::kDedup, &x.in_order, &x});
-    plan.push_back({st, "inorder", Mode::kStrict, &x.in_order, &x});
-    plan.push_back({st, "early30", Mode::kStrict, &x.early, &x});
+    for (std::size_t b : {std::size_t{0}, batch}) {
+      const std::string tail = b == 0 ? "" : "_b";
+      plan.push_back({st, "dedup" + tail, Mode::kDedup, &x.in_order, &x, b});
+      plan.push_back({st, "inorder" + tail, Mode::kStrict, &x.in_order, &x, b});
+      plan.push_back({st, "early30" + tail, Mode::kStrict, &x.early, &x, b});
 #ifdef IDEM_BENCH_WITH_MACHINE
-    plan.push_back({st, "machine", Mode::kMachine, &x.in_order, &x});
+      plan.push_back({st, "machine" + tail, Mode::kMachine, &x.in_order, &x, b});
 #endif
+      if (batch == 0) break;
+    }
   }
 
   std::vector<Row> rows;
@@ -476,8 +496,8 @@ int main(int argc, char** argv) {
       std::error_code ec;
       std::filesystem::remove_all(where, ec);
       std::string uri = p.store == "memory" ? std::string("memory:") : p.store + ":" + where.string();
-      std::fprintf(stderr, "run %d/%d %-8s %-8s ...", rep + 1, repeat, p.store.c_str(), p.kind.c_str());
-      Result r = run(uri, p.mode, *p.stream, *p.streams);
+      std::fprintf(stderr, "run %d/%d %-8s %-10s ...", rep + 1, repeat, p.store.c_str(), p.kind.c_str());
+      Result r = run(uri, p.mode, *p.stream, *p.streams, p.batch);
       std::filesystem::remove_all(where, ec);
       for (const char* suffix : {"-wal", "-shm"}) std::filesystem::remove(where.string() + suffix, ec);
       if (!r.error.empty() && r.error.find("unknown") != std::string::npos &&
@@ -486,7 +506,8 @@ int main(int argc, char** argv) {
         rows[i].store.clear();
         continue;
       }
-      std::fprintf(stderr, " %12s msgs/s%s\n", with_commas(r.rate()).c_str(), r.exact() ? "" : "  WRONG");
+      std::fprintf(stderr, " %12s msgs/s, %llu buffered%s\n", with_commas(r.rate()).c_str(),
+                   static_cast<unsigned long long>(r.buffered), r.exact() ? "" : "  WRONG");
       rows[i].runs.push_back(std::move(r));
     }
   }

@@ -60,11 +60,9 @@ Status Engine::extend_lease(HandlerContext& ctx, Duration lease) {
 }
 
 
-// In process_batch, a claim's lease is renewed at handler start once more than
-// 1/kBatchLeaseRenewDivisor of it has passed since the batch was claimed.
-constexpr int kBatchLeaseRenewDivisor = 10;
-
 std::vector<Decision> Pipeline::process_batch(std::span<const MessageView> ms, HandlerThunk h) {
+  if (o_.guarantee == Guarantee::kEffectivelyOnce && !o_.transactional && entity_gated(o_))
+    return process_batch_gated(ms, h);
   std::vector<Decision> out(ms.size());
   if (o_.guarantee != Guarantee::kEffectivelyOnce || o_.transactional || entity_gated(o_) ||
       o_.ordering.mode == Ordering::kWatermark) {

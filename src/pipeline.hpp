@@ -37,6 +37,10 @@ struct Gate {
   bool drained = false;                   // the message comes from the reorder buffer
 };
 
+// In process_batch, a claim's lease is renewed at handler start once more than
+// 1/kBatchLeaseRenewDivisor of it has passed since the batch was claimed.
+constexpr int kBatchLeaseRenewDivisor = 10;
+
 // True iff messages go through the entity gates (ordering by version, a state machine).
 inline bool entity_gated(const ConsumerOptions& o) {
   return o.ordering.mode == Ordering::kMonotonic || o.ordering.mode == Ordering::kStrict || o.machine != nullptr;
@@ -363,9 +367,11 @@ class Pipeline {
 
   // Runs the handler (`invoke(ctx)`) under a lease already taken at `start`, then
   // commits (with the entity write of `gate`, if any) or fails.
+  // The handler's lease runs until `lease_until` (default: start + lease).
   template <class F>
   Decision run_claimed(std::string_view id, std::optional<std::uint64_t> fp, std::uint32_t retries, F&& invoke,
-                       TimePoint start, const Gate* gate, std::optional<std::uint64_t> version) {
+                       TimePoint start, const Gate* gate, std::optional<std::uint64_t> version,
+                       std::optional<TimePoint> lease_until = std::nullopt) {
     std::unique_ptr<StoreTransaction> txn;
     if (o_.transactional) {
       auto t = timed_store([&] { return impl_.store->begin(last_); });
@@ -376,7 +382,8 @@ class Pipeline {
       txn = std::move(t).value();
     }
     HandlerContext ctx;
-    ContextAccess::init(ctx, &engine_, id, retries + 1, o_.guarantee, start + o_.lease, txn.get(), gate, version);
+    ContextAccess::init(ctx, &engine_, id, retries + 1, o_.guarantee, lease_until.value_or(start + o_.lease), txn.get(),
+                        gate, version);
     const Run run = run_handler_with(invoke, ctx, start);
     if (run.kind != HandlerResult::Kind::kOk || run.unacknowledged) {
       if (txn) txn->rollback();
@@ -514,6 +521,11 @@ class Pipeline {
   }
 
   std::vector<Decision> process_batch(std::span<const MessageView> ms, HandlerThunk h);
+  // process_batch for entity-gated consumers (gated_batch.cpp).
+  std::vector<Decision> process_batch_gated(std::span<const MessageView> ms, HandlerThunk h);
+  // True iff m runs now against entity record e with no store step of its own (the
+  // next version, a valid transition); then fills g. Reads nothing.
+  bool applies_in_order(const MessageView& m, const EntityRecord& e, Gate& g) const;
 
   Engine& engine_;
   const ConsumerOptions& o_;

@@ -1,4 +1,6 @@
 // Default batch and transaction forms of the store contract.
+#include <unordered_set>
+
 #include "idem/store.hpp"
 
 namespace idem {
@@ -13,7 +15,15 @@ std::vector<StatusOr<ClaimResult>> Store::claim_batch(std::span<const ClaimReque
 std::vector<Status> Store::commit_batch(std::span<const CommitRequest> requests) {
   std::vector<Status> out;
   out.reserve(requests.size());
-  for (const auto& r : requests) out.push_back(commit(r));
+  std::unordered_set<std::string_view> broken;  // keys whose chain stopped (entity_chains)
+  for (const auto& r : requests) {
+    if (r.entity && broken.contains(r.entity->key)) {
+      out.push_back(aborted("an earlier entity write of this key in the batch failed"));
+      continue;
+    }
+    out.push_back(commit(r));
+    if (r.entity && !out.back().is_ok()) broken.insert(r.entity->key);
+  }
   return out;
 }
 

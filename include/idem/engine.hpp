@@ -51,7 +51,13 @@ class Engine {
   // runs from its handler's start. A repeated id is processed after the batch as
   // process() would, against what the earlier copy left in the store. Transactional
   // consumers and guarantees other than effectively_once process the batch one message
-  // at a time.
+  // at a time. Behind the entity gates (ordering, a state machine) the messages that
+  // apply in order (the next version, a valid transition) share the batch commit, each
+  // key's in input order; any other message first lands the pending commits and then
+  // takes the single-message path, and buffered successors drain after the batch's
+  // commit. Under strict ordering each key's messages run in version order (an early
+  // version whose predecessor is in the same batch is processed, not buffered).
+  // Handlers of different keys may run in another order than the input's.
   std::vector<Decision> process_batch(std::span<const MessageView> ms, HandlerThunk handler);
 
   // Work that waits on time rather than on deliveries (strict ordering): drains keys

@@ -35,6 +35,12 @@ struct StoreCapabilities {
   // Keeps entity records and the reorder buffer (entity.hpp): required by ordering
   // modes other than watermark and by state machines.
   bool entities = false;
+  // commit_batch stops each key's chain of entity writes at its first failure: once a
+  // request of the batch carrying an entity write of key K has failed, every later
+  // request of the batch with an entity write of K fails with kAborted and writes
+  // nothing. Without it a later write may land on a revision another writer produced
+  // meanwhile, so the engine puts at most one write per key in a batch.
+  bool entity_chains = false;
 };
 
 enum class ClaimStatus {

@@ -269,6 +269,7 @@ class MemoryStore final : public Store {
   StoreCapabilities capabilities() const override {
     StoreCapabilities c;
     c.entities = true;
+    c.entity_chains = true;  // the default commit_batch
     return c;
   }
 

@@ -379,6 +379,39 @@ TEST_P(StoreConformance, EntityBatchesAnswerLikeSingleCalls) {
   EXPECT_EQ(inspect_live("b3", t0, "k"sv).state, RecordState::kInProgress) << "the aborted item wrote no dedup record";
 }
 
+// The write that fails first (a stale revision) and, behind it, one that expects the
+// revision that is current now (as if another writer had produced it after the batch
+// read the entity): with entity_chains the second stops with the first.
+TEST_P(StoreConformance, EntityChainsStopAtTheirFirstFailure) {
+  if (!caps().entities) return expect_no_entities(store());
+  const TimePoint t0 = clock_.now();
+  ASSERT_TRUE(store().write_entity(ew("k", 0, 1, "s"sv)).is_ok());
+  std::vector<ClaimRequest> claims = {keyed(claim_req("x1", "A", t0), "k"), keyed(claim_req("x2", "A", t0), "k"),
+                                      keyed(claim_req("y1", "A", t0), "j")};
+  for (const auto& g : store().claim_batch(claims)) {
+    ASSERT_TRUE(g.ok()) << g.status().to_string();
+    ASSERT_EQ(g->status, ClaimStatus::kNew);
+  }
+  std::vector<CommitRequest> commits = {with_entity(commit_req("x1", "A", t0), ew("k", 0, 7)),
+                                        with_entity(commit_req("x2", "A", t0), ew("k", 1, 8)),
+                                        with_entity(commit_req("y1", "A", t0), ew("j", 0, 1))};
+  auto out = store().commit_batch(commits);
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(out[0].code(), StatusCode::kAborted) << out[0].to_string();
+  EXPECT_TRUE(out[2].is_ok()) << out[2].to_string() << ": another key's chain is not affected";
+  EXPECT_TRUE(is_record(read(store(), "j"), 1, 1, ""));
+  if (store().capabilities().entity_chains) {
+    EXPECT_EQ(out[1].code(), StatusCode::kAborted) << out[1].to_string();
+    EXPECT_TRUE(is_record(read(store(), "k"), 1, 1, "s"));
+    EXPECT_EQ(inspect_live("x2", t0, "k"sv).state, RecordState::kInProgress) << "the stopped item wrote nothing";
+  } else {
+    // Without the capability the second write is checked on its own (and lands): the
+    // engine never sends such a chain to this store.
+    EXPECT_TRUE(out[1].is_ok()) << out[1].to_string();
+    EXPECT_TRUE(is_record(read(store(), "k"), 2, 8, "s"));
+  }
+}
+
 TEST_P(StoreConformance, EntityTransactionalCommitHonoursTheWrite) {
   if (!caps().entities) return expect_no_entities(store());
   const TimePoint t0 = clock_.now();

@@ -345,7 +345,7 @@ class Round {
   void deliver_next() {
     if (!consumer_) return;
     std::size_t take = 1;
-    if (queue_.size() >= 2 && chance(p_batch_)) take = static_cast<std::size_t>(uniform(2, std::min<int>(4, static_cast<int>(queue_.size()))));
+    if (queue_.size() >= 2 && chance(p_batch_)) take = static_cast<std::size_t>(uniform(2, std::min<int>(12, static_cast<int>(queue_.size()))));
     std::vector<Delivery> batch(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(take));
     queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(take));
     for (const Delivery& d : batch)

@@ -19,51 +19,15 @@
 
 #include "idem/consumer.hpp"
 #include "idem/open_store.hpp"
+#include "ordering/hooked_store.hpp"
 #include "ordering/one_key.hpp"
 #include "support/temp_dir.hpp"
 
 namespace idem {
 namespace {
 
-// The real store, with a hook run before each claim. Everything else is forwarded.
-class HookedStore final : public Store {
- public:
-  explicit HookedStore(std::shared_ptr<Store> s) : s_(std::move(s)) {}
-  std::function<void(const ClaimRequest&)> before_claim;
-
-  StoreCapabilities capabilities() const override { return s_->capabilities(); }
-  StatusOr<ClaimResult> claim(const ClaimRequest& r) override {
-    if (before_claim) before_claim(r);
-    return s_->claim(r);
-  }
-  Status commit(const CommitRequest& r) override { return s_->commit(r); }
-  StatusOr<std::uint32_t> release(const ReleaseRequest& r) override { return s_->release(r); }
-  Status extend(const ExtendRequest& r) override { return s_->extend(r); }
-  StatusOr<std::optional<RecordInfo>> inspect(std::string_view id, TimePoint now) override {
-    return s_->inspect(id, now);
-  }
-  std::vector<StatusOr<ClaimResult>> claim_batch(std::span<const ClaimRequest> r) override {
-    for (const auto& one : r)
-      if (before_claim) before_claim(one);
-    return s_->claim_batch(r);
-  }
-  std::vector<Status> commit_batch(std::span<const CommitRequest> r) override { return s_->commit_batch(r); }
-  StatusOr<std::unique_ptr<StoreTransaction>> begin(TimePoint now) override { return s_->begin(now); }
-  StatusOr<EntityRecord> read_entity(std::string_view key) override { return s_->read_entity(key); }
-  Status write_entity(const EntityWrite& w) override { return s_->write_entity(w); }
-  Status buffer_put(const BufferPut& p) override { return s_->buffer_put(p); }
-  StatusOr<std::vector<BufferEntry>> buffer_read(std::string_view key, std::size_t max) override {
-    return s_->buffer_read(key, max);
-  }
-  Status buffer_remove(std::string_view key, std::uint64_t version) override { return s_->buffer_remove(key, version); }
-  StatusOr<BufferSummary> buffer_summary(std::size_t max_keys) override { return s_->buffer_summary(max_keys); }
-  StatusOr<std::size_t> purge_expired(TimePoint now, std::size_t max) override { return s_->purge_expired(now, max); }
-
- private:
-  std::shared_ptr<Store> s_;
-};
-
 using ordering_test::extractors;
+using ordering_test::HookedStore;
 using ordering_test::v;
 using ordering_test::VMsg;
 

@@ -76,6 +76,44 @@ TEST_P(MachineRuntimeTest, TheFieldsOwnExample) {
   EXPECT_EQ(runs[2].to, "online");
 }
 
+// The same deliveries through process_batch: the first batch mixes a valid transition,
+// a not-yet-valid one (the batch's commit lands before its retry is decided) and a
+// transition from the state the batch's first commit makes.
+TEST_P(MachineRuntimeTest, TheFieldsOwnExampleInBatches) {
+  auto c = make(options());
+  const auto first = c.process_batch(
+      std::vector<EntityMsg>{evented("3", "p", "online"), evented("1", "p", "online"), evented("2", "p", "offline")});
+  ASSERT_EQ(first.size(), 3u);
+  expect_decision(first[0], Action::kAck, Reason::kProcessed);
+  expect_decision(first[1], Action::kRetry, Reason::kInvalidTransition);
+  expect_decision(first[2], Action::kAck, Reason::kProcessed);
+  EXPECT_EQ(state_of("p"), "offline");
+  const auto second = c.process_batch(std::vector<EntityMsg>{evented("1", "p", "online"), evented("3", "p", "online")});
+  expect_decision(second[0], Action::kAck, Reason::kProcessed);
+  expect_decision(second[1], Action::kAck, Reason::kDuplicate);
+  EXPECT_EQ(state_of("p"), "online");
+  const auto runs = journal_.runs();
+  ASSERT_EQ(runs.size(), 3u);
+  EXPECT_EQ(runs[0].id + ":" + runs[0].from + ">" + runs[0].to, "3:offline>online");
+  EXPECT_EQ(runs[1].id + ":" + runs[1].from + ">" + runs[1].to, "2:online>offline");
+  EXPECT_EQ(runs[2].id + ":" + runs[2].from + ">" + runs[2].to, "1:offline>online");
+}
+
+// Two keys toggled in one batch: the transitions of each key chain in one commit.
+TEST_P(MachineRuntimeTest, ABatchChainsTransitionsPerKey) {
+  auto c = make(options());
+  std::vector<EntityMsg> batch;
+  for (int i = 0; i < 6; ++i) {
+    const char* ev = i % 2 == 0 ? "online" : "offline";
+    batch.push_back(evented("a" + std::to_string(i), "a", ev));
+    batch.push_back(evented("b" + std::to_string(i), "b", ev));
+  }
+  for (const Decision& d : c.process_batch(batch)) expect_decision(d, Action::kAck, Reason::kProcessed);
+  EXPECT_EQ(state_of("a"), "offline");
+  EXPECT_EQ(store_->read_entity("b").value().revision, 6u);
+  EXPECT_EQ(journal_.runs().size(), 12u);
+}
+
 TEST_P(MachineRuntimeTest, ANotYetValidEventGetsFiveRetriesThenDeadLetter) {
   auto c = make(options());
   expect_decision(c.process(evented("on", "p", "online")), Action::kAck, Reason::kProcessed);

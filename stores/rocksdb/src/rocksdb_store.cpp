@@ -40,6 +40,7 @@ StoreCapabilities RocksStore::capabilities() const {
   c.transactional = true;
   c.native_ttl = true;
   c.entities = true;
+  c.entity_chains = true;
   return c;
 }
 
@@ -468,24 +469,33 @@ std::vector<Status> RocksStore::commit_batch(std::span<const CommitRequest> requ
   ::rocksdb::WriteBatch batch;
   EntityStaging entities;
   std::unordered_set<std::string_view> staged;
+  std::unordered_set<std::string_view> broken;  // capabilities().entity_chains
   std::vector<std::size_t> landed;
   for (std::size_t i = 0; i < requests.size(); ++i) {
     const auto& q = requests[i];
-    if (!out[i].is_ok()) continue;
-    if (q.id.empty()) {
-      out[i] = invalid_argument("rocksdb: commit: empty id");
+    if (q.entity && broken.contains(q.entity->key)) {
+      out[i] = aborted("rocksdb: commit: an earlier entity write of this key in the batch failed");
       continue;
     }
-    if (q.ttl.count() <= 0) {
-      out[i] = invalid_argument("rocksdb: commit: ttl must be > 0");
+    if (!out[i].is_ok()) {
+      if (q.entity) broken.insert(q.entity->key);
+      continue;
+    }
+    if (q.id.empty() || q.ttl.count() <= 0) {
+      out[i] = invalid_argument(q.id.empty() ? "rocksdb: commit: empty id" : "rocksdb: commit: ttl must be > 0");
+      if (q.entity) broken.insert(q.entity->key);
       continue;
     }
     if (q.entity) {
       out[i] = check_entity_write(*q.entity, "commit");
-      if (!out[i].is_ok()) continue;
+      if (!out[i].is_ok()) {
+        broken.insert(q.entity->key);
+        continue;
+      }
     }
     if (staged.contains(q.id)) {
       out[i] = failed_precondition("rocksdb: commit: the id is already completed (earlier in this batch)");
+      if (q.entity) broken.insert(q.entity->key);
       continue;
     }
     // Entity writes of one key later in the batch compare against the earlier ones.
@@ -493,6 +503,8 @@ std::vector<Status> RocksStore::commit_batch(std::span<const CommitRequest> requ
     if (out[i].is_ok()) {
       staged.insert(q.id);
       landed.push_back(i);
+    } else if (q.entity) {
+      broken.insert(q.entity->key);
     }
   }
   if (landed.empty()) return out;

@@ -18,6 +18,9 @@ constexpr std::string_view kInsertEntity =
 constexpr std::string_view kUpdateEntity =
     "UPDATE idem_entities SET revision = revision + 1, version = coalesce(?3, version), state = coalesce(?4, state)"
     " WHERE key = ?1 AND revision = ?2";
+// A staged record (commit_batch), its revision checked in the same write transaction.
+constexpr std::string_view kPutEntity =
+    "INSERT OR REPLACE INTO idem_entities(key, revision, version, state) VALUES(?1, ?2, ?3, ?4)";
 constexpr std::string_view kBufferGet = "SELECT id FROM idem_buffer WHERE key = ?1 AND version = ?2";
 // Entries of key ?1, counted up to ?2 (a range of the primary key, never more rows).
 constexpr std::string_view kBufferKeyCount =
@@ -70,6 +73,7 @@ std::vector<std::pair<Statement*, std::string_view>> SqliteStore::entity_stateme
       {&select_entity_, kSelectEntity},
       {&insert_entity_, kInsertEntity},
       {&update_entity_, kUpdateEntity},
+      {&put_entity_, kPutEntity},
       {&buffer_get_, kBufferGet},
       {&buffer_key_count_, kBufferKeyCount},
       {&buffer_insert_, kBufferInsert},
@@ -97,11 +101,37 @@ StatusOr<EntityRecord> SqliteStore::read_entity_one(std::string_view key) {
   return r;
 }
 
-Status SqliteStore::check_revision(const EntityWrite& w) {
-  auto now = read_entity_one(w.key);
-  if (!now.ok()) return now.status();
-  if (now->revision == w.expect_revision) return Status::ok();
-  return revision_moved(now->revision, w.expect_revision);
+Status SqliteStore::check_staged_revision(const EntityWrite& w, EntityStaging& st) {
+  auto it = st.find(w.key);
+  if (it == st.end()) {
+    auto now = read_entity_one(w.key);
+    if (!now.ok()) return now.status();
+    it = st.emplace(w.key, StagedEntity{std::move(now).value(), false}).first;
+  }
+  if (it->second.record.revision == w.expect_revision) return Status::ok();
+  return revision_moved(it->second.record.revision, w.expect_revision);
+}
+
+Status SqliteStore::stage_entity_write(const EntityWrite& w, EntityStaging& st) {
+  StagedEntity& staged = st[w.key];
+  staged.written = true;
+  EntityRecord& r = staged.record;
+  r.revision = w.expect_revision + 1;
+  if (w.version) r.version = *w.version;
+  if (w.state) r.state = std::string(*w.state);
+  if (w.unbuffer) return remove_buffered(w.key, *w.unbuffer);
+  return Status::ok();
+}
+
+Status SqliteStore::write_staged(const EntityStaging& st) {
+  for (const auto& [key, staged] : st) {
+    if (!staged.written) continue;
+    const EntityRecord& r = staged.record;
+    Use u(put_entity_);
+    u.blob(1, key).i64(2, bits(r.revision)).i64(3, bits(r.version)).blob(4, std::string_view(r.state));
+    if (int rc = u.step(); rc != SQLITE_DONE) return error(rc, "writing an entity record in");
+  }
+  return Status::ok();
 }
 
 Status SqliteStore::write_entity_one(const EntityWrite& w) {

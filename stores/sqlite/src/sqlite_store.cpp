@@ -4,6 +4,7 @@
 #include <array>
 #include <optional>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "schema.hpp"
@@ -113,6 +114,7 @@ StoreCapabilities SqliteStore::capabilities() const {
   c.shared = shared();
   c.transactional = true;
   c.entities = true;
+  c.entity_chains = true;
   return c;
 }
 
@@ -372,17 +374,23 @@ std::vector<Status> SqliteStore::commit_batch(std::span<const CommitRequest> req
   if (Status s = w.start(); !s.is_ok()) return fail_all(s);
   if (Status s = fault("commit_batch.before_write"); !s.is_ok()) return fail_all(s);
   bool first = true;
+  EntityStaging staged;
+  std::unordered_set<std::string_view> broken;  // capabilities().entity_chains
   for (const auto& q : requests) {
+    if (q.entity && broken.contains(q.entity->key)) {
+      out.push_back(aborted("sqlite: commit: an earlier entity write of this key in the batch failed"));
+      continue;
+    }
     Status s = check_commit(q);
     if (s.is_ok() && q.entity) {
       // The record and the entity write of one item land together or not at all: the
       // revision is checked before anything of the item is written, and nothing else
       // can write between the check and the write (one write transaction, mu_ held).
-      s = check_revision(*q.entity);
+      s = check_staged_revision(*q.entity, staged);
       if (s.is_ok()) s = commit_one(q);
       if (s.is_ok()) {
-        s = write_entity_one(*q.entity);
-        if (!s.is_ok()) return fail_all(s.code() == StatusCode::kAborted ? internal_error(s.message()) : s);
+        s = stage_entity_write(*q.entity, staged);
+        if (!s.is_ok()) return fail_all(s);
       }
     } else if (s.is_ok()) {
       s = commit_one(q);
@@ -391,12 +399,14 @@ std::vector<Status> SqliteStore::commit_batch(std::span<const CommitRequest> req
     if (!s.is_ok() && code != StatusCode::kFailedPrecondition && code != StatusCode::kInvalidArgument &&
         code != StatusCode::kAborted)
       return fail_all(s);  // an error of SQLite: nothing of the batch is kept
+    if (q.entity && !s.is_ok()) broken.insert(q.entity->key);
     out.push_back(std::move(s));
     if (first && out.back().is_ok()) {
       first = false;
       if (Status f = fault("commit_batch.after_first"); !f.is_ok()) return fail_all(f);
     }
   }
+  if (Status s = write_staged(staged); !s.is_ok()) return fail_all(s);
   if (Status s = fault("commit_batch.before_commit"); !s.is_ok()) return fail_all(s);
   if (Status s = w.finish(); !s.is_ok()) return fail_all(s);
   for (std::size_t i = 0; i < requests.size(); ++i)

@@ -133,11 +133,25 @@ class SqliteStore final : public Store, public std::enable_shared_from_this<Sqli
   Status commit_with_entity(const CommitRequest& q);
   // The record of key (revision 0 if none).
   StatusOr<EntityRecord> read_entity_one(std::string_view key);
-  // Returns kAborted unless key's revision is w.expect_revision; writes nothing.
-  Status check_revision(const EntityWrite& w);
   // REQUIRES: a write transaction, rolled back by the caller on error. Applies w
   // (kAborted if the revision moved) and removes the buffer entry it names.
   Status write_entity_one(const EntityWrite& w);
+  // The entity writes of one commit_batch, applied in memory and written once per key
+  // at the end (a key written many times in a batch costs one row write).
+  struct StagedEntity {
+    EntityRecord record;
+    bool written = false;  // false: read for a revision check only
+  };
+  using EntityStaging = std::unordered_map<std::string_view, StagedEntity>;
+  // Returns kAborted unless w.key's revision (staged, else stored) is w.expect_revision;
+  // writes nothing.
+  Status check_staged_revision(const EntityWrite& w, EntityStaging& st);
+  // REQUIRES: check_staged_revision(w, st) returned OK, a write transaction. Applies w
+  // to the staged record and removes the buffer entry it names.
+  Status stage_entity_write(const EntityWrite& w, EntityStaging& st);
+  // REQUIRES: a write transaction that has held the write lock since the staged
+  // records were read. Writes every staged record.
+  Status write_staged(const EntityStaging& st);
   // REQUIRES: a write transaction. Removes (key, version) from the buffer and its
   // totals; OK if absent.
   Status remove_buffered(std::string_view key, std::uint64_t version);
@@ -173,7 +187,7 @@ class SqliteStore final : public Store, public std::enable_shared_from_this<Sqli
   Statement savepoint_, release_savepoint_, rollback_savepoint_;
   Statement select_row_, insert_done_, update_done_, upsert_pending_, upsert_lease_, extend_lease_;
   Statement delete_row_, scan_after_, scan_from_, scan_up_to_;
-  Statement select_entity_, insert_entity_, update_entity_;
+  Statement select_entity_, insert_entity_, update_entity_, put_entity_;
   Statement buffer_get_, buffer_key_count_, buffer_insert_, buffer_delete_, buffer_low_, buffer_high_;
   Statement buffer_keys_, totals_, totals_add_;
 };
