@@ -190,6 +190,35 @@ std::vector<Decision> Pipeline::process_batch_gated(std::span<const MessageView>
     if (advanced_ && strict) drain(key, h);
   };
 
+  // Strict: message i is stale or early against the projection `e`. Decides it (stale,
+  // too far ahead, buffered) without landing the key's pending writes — none of these
+  // writes the entity — unless the key's buffer holds the version the projection
+  // expects next, which process() would have drained before i. Returns false if i must
+  // take the single-message path.
+  auto out_of_turn = [&](std::size_t i, const ClaimResult& claim, const EntityRecord& e, TimePoint t) {
+    const MessageView& m = ms[i];
+    if (!strict) return false;
+    const std::uint64_t v = *m.version;
+    const std::uint64_t expected = e.version == 0 ? o_.ordering.first_version.value_or(v) : e.version + 1;
+    if (v == expected) return false;
+    if (v > expected) {
+      auto next = timed_store([&] { return impl_.store->buffer_read(*m.key, 1); });
+      if (!next.ok() || (!next->empty() && next->front().version == expected)) return false;
+    }
+    handler_start[i] = t;
+    if (m.received_at) metrics_.queue_wait.record(t - *m.received_at);
+    ClaimResult c = claim;
+    c.entity = e;
+    ekey_ = *m.key;
+    advanced_ = false;
+    Gate g;
+    if (auto d = gate(m, c, fps[i], h, i, g)) {
+      out[i] = *d;
+      return true;
+    }
+    return false;  // not reached: v is not the expected version
+  };
+
   for (std::size_t k = 0; k < firsts.size(); ++k) {
     const std::size_t i = firsts[k];
     const MessageView& m = ms[i];
@@ -225,6 +254,7 @@ std::vector<Decision> Pipeline::process_batch_gated(std::span<const MessageView>
     const TimePoint t = tick();
     const bool renew = t - start > o_.lease / kBatchLeaseRenewDivisor;
     if (renew || !applies_in_order(m, p.record, g)) {
+      if (!renew && out_of_turn(i, *claim, p.record, t)) continue;
       single(i, *claim, t, renew);
       continue;
     }

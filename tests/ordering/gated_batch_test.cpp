@@ -173,6 +173,33 @@ TEST_P(GatedBatch, EarlyVersionsWithinABatchRunInOrderWithoutTheBuffer) {
   EXPECT_TRUE(j.outcomes().empty());
 }
 
+// An early version behind a key's pending writes waits in the buffer without landing
+// them first; but when the buffer already holds the version those writes lead to, they
+// land and the buffer drains before the early one is decided, as one at a time.
+TEST_P(GatedBatch, EarlyVersionsBehindPendingWrites) {
+  auto hooked = std::make_shared<HookedStore>(open("store"));
+  Journal j;
+  auto c = make(hooked, j);
+  auto ds = c.process_batch(std::vector<EntityMsg>{versioned("a1", "a", 1), versioned("a2", "a", 2),
+                                                   versioned("a5", "a", 5)});
+  EXPECT_EQ(ds[0].reason, Reason::kProcessed) << ::testing::PrintToString(ds[0]);
+  EXPECT_EQ(ds[1].reason, Reason::kProcessed) << ::testing::PrintToString(ds[1]);
+  EXPECT_EQ(ds[2].reason, Reason::kBuffered) << ::testing::PrintToString(ds[2]);
+  EXPECT_EQ(hooked->counts.commit_batch, 1) << "a5 did not split the batch commit";
+  EXPECT_EQ(hooked->counts.commit, 0);
+
+  // a4 now buffered alone; then a batch with a3 and a6: a3 applies and drains a4, a5,
+  // and a6 runs after them.
+  ds = c.process_batch(std::vector<EntityMsg>{versioned("a4", "a", 4)});
+  EXPECT_EQ(ds[0].reason, Reason::kBuffered) << ::testing::PrintToString(ds[0]);
+  ds = c.process_batch(std::vector<EntityMsg>{versioned("a3", "a", 3), versioned("a6", "a", 6)});
+  EXPECT_EQ(ds[0].reason, Reason::kProcessed) << ::testing::PrintToString(ds[0]);
+  EXPECT_EQ(ds[1].reason, Reason::kProcessed) << ::testing::PrintToString(ds[1]);
+  EXPECT_EQ(j.versions(), one_to(6));
+  ASSERT_EQ(j.outcomes().size(), 2u);
+  EXPECT_EQ(hooked->read_entity("a").value().version, 6u);
+}
+
 // Another consumer moves k0's entity between the batch's claim and its commit: k0's
 // chain stops at its first write (retry / concurrent_update for both of its messages,
 // nothing of them committed), the other key lands.
