@@ -314,12 +314,9 @@ struct Target {
 };
 
 const Target kTargets[] = {
-    {"inorder", "dedup", 0.8, nullptr},
-    {"early30", "inorder", 0.5, nullptr},
-    {"machine", "dedup", 0.8, "sqlite"},
-    {"inorder_b", "dedup_b", 0.8, nullptr},
-    {"early30_b", "inorder_b", 0.5, nullptr},
-    {"machine_b", "dedup_b", 0.8, "sqlite"},
+    {"inorder", "dedup", 0.8, nullptr},       {"early30", "inorder", 0.5, nullptr},
+    {"machine", "dedup", 0.8, "sqlite"},      {"inorder_b", "dedup_b", 0.8, nullptr},
+    {"early30_b", "inorder_b", 0.5, nullptr}, {"machine_b", "dedup_b", 0.8, "sqlite"},
 };
 
 const Row* find_row(const std::vector<Row>& rows, const std::string& store, const std::string& kind) {
@@ -417,7 +414,9 @@ int main(int argc, char** argv) {
       ->delimiter(',');
   app.add_option("--memory-scale", memory_scale, "the memory rows' stream is this many times longer (default 10)")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1000}));
-  app.add_option("-b,--batch", batch, "deliveries per process_batch call in the *_b rows; 0: no *_b rows (default 1000, as idem_bench_dedup)")
+  app.add_option(
+         "-b,--batch", batch,
+         "deliveries per process_batch call in the *_b rows; 0: no *_b rows (default 1000, as idem_bench_dedup)")
       ->check(CLI::Range(std::size_t{0}, std::size_t{100'000}));
   app.add_flag("--strict", strict, "exit 3 if a performance target fails");
   CLI11_PARSE(app, argc, argv);

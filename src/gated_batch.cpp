@@ -101,8 +101,8 @@ std::vector<Decision> Pipeline::process_batch_gated(std::span<const MessageView>
   auto results = timed_store([&] { return impl_.store->claim_batch(claims); });
 
   std::unordered_map<std::string_view, Projection> projected;
-  std::unordered_set<std::string_view> stale_keys;   // changed in the store outside the projection
-  std::unordered_set<std::string_view> drain_keys;   // strict: a version landed; drain after
+  std::unordered_set<std::string_view> stale_keys;  // changed in the store outside the projection
+  std::unordered_set<std::string_view> drain_keys;  // strict: a version landed; drain after
   std::vector<CommitRequest> commits;
   std::vector<std::size_t> commit_index;
   std::unordered_set<std::string_view> pending_keys;  // keys with a write among `commits`
@@ -144,8 +144,8 @@ std::vector<Decision> Pipeline::process_batch_gated(std::span<const MessageView>
   };
 
   // Lands the pending commits if one of them writes `key`, then (strict) drains the
-  // key's successors if a commit of it landed, as process() would have right after it. The single-
-  // message path of a key touches that key only, so other keys' commits may wait.
+  // key's successors if a commit of it landed, as process() would have right after it.
+  // The single-message path of a key touches that key only: other keys' commits wait.
   auto settle = [&](std::string_view key) {
     if (pending_keys.contains(key)) flush();
     if (drain_keys.erase(key) > 0 && drain(key, h) > 0) forget(key);

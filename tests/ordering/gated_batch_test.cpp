@@ -158,9 +158,9 @@ TEST_P(GatedBatch, EarlyVersionsWithinABatchRunInOrderWithoutTheBuffer) {
   auto store = open("store");
   Journal j;
   auto c = make(store, j);
-  const auto ds = c.process_batch(std::vector<EntityMsg>{versioned("a3", "a", 3), versioned("b2", "b", 2),
-                                                         versioned("a1", "a", 1), versioned("a2", "a", 2),
-                                                         versioned("a5", "a", 5)});
+  const auto ds =
+      c.process_batch(std::vector<EntityMsg>{versioned("a3", "a", 3), versioned("b2", "b", 2), versioned("a1", "a", 1),
+                                             versioned("a2", "a", 2), versioned("a5", "a", 5)});
   EXPECT_EQ(ds[0].reason, Reason::kProcessed) << ::testing::PrintToString(ds[0]);
   EXPECT_EQ(ds[1].reason, Reason::kBuffered) << ::testing::PrintToString(ds[1]);
   EXPECT_EQ(ds[2].reason, Reason::kProcessed) << ::testing::PrintToString(ds[2]);
@@ -180,8 +180,8 @@ TEST_P(GatedBatch, EarlyVersionsBehindPendingWrites) {
   auto hooked = std::make_shared<HookedStore>(open("store"));
   Journal j;
   auto c = make(hooked, j);
-  auto ds = c.process_batch(std::vector<EntityMsg>{versioned("a1", "a", 1), versioned("a2", "a", 2),
-                                                   versioned("a5", "a", 5)});
+  auto ds = c.process_batch(
+      std::vector<EntityMsg>{versioned("a1", "a", 1), versioned("a2", "a", 2), versioned("a5", "a", 5)});
   EXPECT_EQ(ds[0].reason, Reason::kProcessed) << ::testing::PrintToString(ds[0]);
   EXPECT_EQ(ds[1].reason, Reason::kProcessed) << ::testing::PrintToString(ds[1]);
   EXPECT_EQ(ds[2].reason, Reason::kBuffered) << ::testing::PrintToString(ds[2]);

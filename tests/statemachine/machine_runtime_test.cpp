@@ -57,8 +57,8 @@ class MachineRuntimeTest : public ::testing::TestWithParam<std::string> {
 TEST_P(MachineRuntimeTest, TheFieldsOwnExample) {
   auto c = make(options());
   expect_decision(c.process(evented("3", "p", "online")), Action::kAck, Reason::kProcessed);
-  const Decision retry = expect_decision(c.process(evented("1", "p", "online")), Action::kRetry,
-                                         Reason::kInvalidTransition);
+  const Decision retry =
+      expect_decision(c.process(evented("1", "p", "online")), Action::kRetry, Reason::kInvalidTransition);
   EXPECT_EQ(retry.delay, Duration(1000));  // the machine's backoff
   EXPECT_NE(retry.detail.find("online"), std::string::npos) << retry.detail;
   expect_decision(c.process(evented("2", "p", "offline")), Action::kAck, Reason::kProcessed);
@@ -118,8 +118,8 @@ TEST_P(MachineRuntimeTest, ANotYetValidEventGetsFiveRetriesThenDeadLetter) {
   auto c = make(options());
   expect_decision(c.process(evented("on", "p", "online")), Action::kAck, Reason::kProcessed);
   for (int i = 0; i < 5; ++i) {
-    const Decision d = expect_decision(c.process(evented("again", "p", "online")), Action::kRetry,
-                                       Reason::kInvalidTransition);
+    const Decision d =
+        expect_decision(c.process(evented("again", "p", "online")), Action::kRetry, Reason::kInvalidTransition);
     EXPECT_EQ(d.delay, Duration(std::min<std::int64_t>(1000LL << i, 60'000)));
   }
   expect_decision(c.process(evented("again", "p", "online")), Action::kDeadLetter, Reason::kRetriesExhausted);
@@ -145,19 +145,19 @@ TEST_P(MachineRuntimeTest, TheRetryCountSurvivesARestart) {
 TEST_P(MachineRuntimeTest, ANeverValidEventIsDeadLetteredAtOnce) {
   auto c = make(options());
   expect_decision(c.process(evented("del", "p", "delete")), Action::kAck, Reason::kProcessed);
-  const Decision d = expect_decision(c.process(evented("on", "p", "online")), Action::kDeadLetter,
-                                     Reason::kInvalidTransition);
+  const Decision d =
+      expect_decision(c.process(evented("on", "p", "online")), Action::kDeadLetter, Reason::kInvalidTransition);
   EXPECT_NE(d.detail.find("final"), std::string::npos) << d.detail;
   EXPECT_EQ(state_of("p"), "deleted");
 }
 
 TEST_P(MachineRuntimeTest, UnknownAndOverlongEventsAreDeadLetteredWithAReason) {
   auto c = make(options());
-  const Decision unknown = expect_decision(c.process(evented("x", "p", "explode")), Action::kDeadLetter,
-                                           Reason::kInvalidTransition);
+  const Decision unknown =
+      expect_decision(c.process(evented("x", "p", "explode")), Action::kDeadLetter, Reason::kInvalidTransition);
   EXPECT_NE(unknown.detail.find("explode"), std::string::npos) << unknown.detail;
-  const Decision longer = expect_decision(c.process(evented("y", "p", std::string(300, 'e'))), Action::kDeadLetter,
-                                          Reason::kBadMessage);
+  const Decision longer =
+      expect_decision(c.process(evented("y", "p", std::string(300, 'e'))), Action::kDeadLetter, Reason::kBadMessage);
   EXPECT_NE(longer.detail.find("exceeds"), std::string::npos) << longer.detail;
   EntityMsg no_event;
   no_event.id = "z";
@@ -183,8 +183,7 @@ TEST_P(MachineRuntimeTest, AStoredStateTheNewTableDoesNotKnowIsNamedWithTheMigra
     expect_decision(c.process(evented("b", "p", "pause")), Action::kAck, Reason::kProcessed);
   }
   auto c = make(options(testing::product_table()));
-  const Decision d = expect_decision(c.process(evented("c", "p", "online")), Action::kDeadLetter,
-                                     Reason::kBadMessage);
+  const Decision d = expect_decision(c.process(evented("c", "p", "online")), Action::kDeadLetter, Reason::kBadMessage);
   EXPECT_NE(d.detail.find("paused"), std::string::npos) << d.detail;
   EXPECT_NE(d.detail.find("renamed"), std::string::npos) << d.detail;
   // The documented migration: map the old state to a current one.
@@ -198,8 +197,8 @@ TEST_P(MachineRuntimeTest, EventsThatMustNotCreateAnEntityWait) {
   MachineGateOptions g;
   g.not_creating = {"delete"};
   auto c = make(options(testing::product_table(), g));
-  const Decision d = expect_decision(c.process(evented("del", "p", "delete")), Action::kRetry,
-                                     Reason::kInvalidTransition);
+  const Decision d =
+      expect_decision(c.process(evented("del", "p", "delete")), Action::kRetry, Reason::kInvalidTransition);
   EXPECT_NE(d.detail.find("does not exist yet"), std::string::npos) << d.detail;
   expect_decision(c.process(evented("on", "p", "online")), Action::kAck, Reason::kProcessed);
   expect_decision(c.process(evented("del", "p", "delete")), Action::kAck, Reason::kProcessed);
