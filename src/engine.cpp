@@ -167,10 +167,12 @@ void Engine::reset_watermark(std::string_view stream, std::uint64_t position) {
 }
 
 Decision Engine::process(const MessageView& m, HandlerThunk handler, std::size_t index) {
+  if (impl_->lookahead.held()) return process_ahead(m, handler, nullptr, index);  // lookahead.cpp
   return Pipeline(*this, opts_, *impl_, *metrics_).process(m, handler, index);
 }
 
 std::vector<Decision> Engine::process_batch(std::span<const MessageView> ms, HandlerThunk handler) {
+  if (impl_->lookahead.held()) (void)flush_lookahead();  // lookahead.cpp
   return Pipeline(*this, opts_, *impl_, *metrics_).process_batch(ms, handler);
 }
 

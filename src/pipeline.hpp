@@ -13,6 +13,7 @@
 #include "idem/fingerprint.hpp"
 #include "idem/state_gate.hpp"
 #include "log.hpp"
+#include "lookahead.hpp"
 #include "watermarks.hpp"
 
 namespace idem::detail {
@@ -61,6 +62,9 @@ struct Engine::Impl {
   std::unordered_map<std::string, TimePoint> drain_not_before;
   std::atomic<std::int64_t> last_tick_ns{0};                    // process() ticks every gap_timeout / 4
   std::atomic<bool> ticked{false};                              // the first process() ticks at once
+
+  // Consumer::process(m, next): the claim of `next` taken with m's commit (lookahead.cpp).
+  Lookahead lookahead;
 
   TimePoint now() const { return clock->now(); }
 };

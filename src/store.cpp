@@ -27,6 +27,11 @@ std::vector<Status> Store::commit_batch(std::span<const CommitRequest> requests)
   return out;
 }
 
+CommitThenClaimResult Store::commit_then_claim(const CommitRequest& c, const ClaimRequest& q) {
+  Status committed = commit(c);
+  return {std::move(committed), claim(q)};
+}
+
 StatusOr<std::unique_ptr<StoreTransaction>> Store::begin(TimePoint) {
   return failed_precondition("this store is not transactional");
 }

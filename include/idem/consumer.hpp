@@ -47,6 +47,29 @@ class Consumer {
     return engine_->process(extractors_.view(m), call.thunk(), 0);
   }
 
+  // Lookahead, for a sequential caller that already holds the next delivery: returns
+  // process(m)'s decision and, with the store's help, claims `next` in the same round
+  // trip as m's commit, so that a sequential consumer pays one store round trip per
+  // message instead of two. The claim is kept for the following call: when that is
+  // process(next) (or process(next, after)) it runs next under it; any other call
+  // (another id, process_batch) releases it first, as do flush_lookahead() and
+  // destruction. A consumer that crashes while keeping it leaves next claimable
+  // once the lease expires. m's decision is returned only after m's commit is on the
+  // store. Applies only to effectively_once consumers without ordering (by version or
+  // watermark), state machine or transaction, over a store with
+  // capabilities().combined_commit_claim (idem::redis); otherwise it is process(m).
+  // Thread-safe, but one kept claim per consumer: meant for one sequential caller.
+  Decision process(const Msg& m, const Msg& next) {
+    const Msg* one = &m;
+    Call call{this, std::span<const Msg>(one, 1)};
+    const MessageView nv = extractors_.view(next);
+    return engine_->process_ahead(extractors_.view(m), call.thunk(), &nv, 0);
+  }
+
+  // Releases the claim process(m, next) keeps for next, if any (e.g. when next will
+  // not be processed here). Returns the release's status.
+  Status flush_lookahead() { return engine_->flush_lookahead(); }
+
   // Runs many deliveries with batched store calls. Decisions in input order.
   std::vector<Decision> process_batch(std::span<const Msg> ms) {
     std::vector<MessageView> views;

@@ -44,6 +44,16 @@ class Engine {
 
   Decision process(const MessageView& m, HandlerThunk handler, std::size_t index = 0);
 
+  // Lookahead (Consumer::process(m, next); lookahead.cpp): process(m), and where it
+  // applies (an effectively_once consumer without ordering, state machine or
+  // transaction, over a store with capabilities().combined_commit_claim) m's commit
+  // also claims *next in the same round trip; the claim is kept for the call that
+  // processes next and released by any other call, by flush_lookahead() or on
+  // destruction. next null: process(m) (using a claim kept for m). Thread-safe.
+  Decision process_ahead(const MessageView& m, HandlerThunk handler, const MessageView* next, std::size_t index = 0);
+  // Releases the claim kept by process_ahead(), if any. Returns the release's status.
+  Status flush_lookahead();
+
   // Decisions in input order, each the one sequential process() calls would give.
   // Uses the store's batch claim and commit; handlers of first copies run in input
   // order. The batch is claimed at once; a message's lease is renewed (one extend) when its

@@ -29,6 +29,10 @@ struct StoreCapabilities {
   bool probabilistic = false;  // may answer "completed" for an id never committed
   bool transactional = false;  // begin() gives a transaction the handler can write in
   bool native_ttl = false;     // the backend expires records by itself
+  // commit_then_claim() costs one round trip rather than two (e.g. Redis pipelines the
+  // commit and the claim): Consumer::process(m, next) then claims `next` with m's
+  // commit. Other stores keep the default (two calls) and the lookahead stays off.
+  bool combined_commit_claim = false;
   // probabilistic stores: the configured rate of "completed" answers for ids never
   // committed (each is a new message dropped as a duplicate); 0 otherwise.
   double false_positive_rate = 0.0;
@@ -132,6 +136,12 @@ struct ExtendRequest {
   std::optional<std::string_view> entity_key;  // as in ReleaseRequest
 };
 
+// The answers of Store::commit_then_claim: those of commit(c), then of claim(q).
+struct CommitThenClaimResult {
+  Status commit;
+  StatusOr<ClaimResult> claim;
+};
+
 enum class RecordState { kPending, kInProgress, kCompleted, kDeadLettered };
 
 // A read-only view of one record, for tools and tests.
@@ -191,6 +201,10 @@ class Store {
   // trips or transactions as the backend allows. Defaults loop.
   virtual std::vector<StatusOr<ClaimResult>> claim_batch(std::span<const ClaimRequest> requests);
   virtual std::vector<Status> commit_batch(std::span<const CommitRequest> requests);
+  // Commits c, then claims q, in as few round trips as the backend allows
+  // (capabilities().combined_commit_claim: one). The answers are those of commit(c)
+  // followed by claim(q). Default: the two calls.
+  virtual CommitThenClaimResult commit_then_claim(const CommitRequest& c, const ClaimRequest& q);
 
   // Opens a write transaction (transactional backends). Default: kFailedPrecondition.
   virtual StatusOr<std::unique_ptr<StoreTransaction>> begin(TimePoint now);

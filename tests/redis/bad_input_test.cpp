@@ -45,6 +45,14 @@ class RedisBadInput : public ::testing::Test {
     ASSERT_TRUE(batch[0].ok()) << batch[0].status().to_string();
     EXPECT_EQ(batch[0]->status, ClaimStatus::kNew) << "one bad key fails only its own element";
     EXPECT_EQ(batch[1].status().code(), code);
+    // The batch commit (one commit_many script on a standalone server) as well.
+    ASSERT_EQ(store_->claim(claim("healthy-2-" + id, "A"))->status, ClaimStatus::kNew);
+    auto commits = store_->commit_batch(
+        std::vector<CommitRequest>{commit("healthy-" + id, "A"), commit(id, "A"), commit("healthy-2-" + id, "A")});
+    EXPECT_TRUE(commits[0].is_ok()) << commits[0].to_string();
+    EXPECT_EQ(commits[1].code(), code) << commits[1].to_string();
+    EXPECT_NE(commits[1].message().find(words), std::string::npos) << commits[1].to_string();
+    EXPECT_TRUE(commits[2].is_ok()) << commits[2].to_string();
   }
 
   TimePoint t0_ = ManualClock().now();

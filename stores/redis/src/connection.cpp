@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 
 #include <cerrno>
+#include <charconv>
 
 #include "scripts.hpp"
 
@@ -67,16 +68,51 @@ StatusOr<std::unique_ptr<Connection>> Connection::open(const Endpoint& at, const
 
 Connection::~Connection() { redisFree(c_); }
 
+namespace {
+
+// RESP: *<n>\r\n, then $<len>\r\n<bytes>\r\n per argument (binary-safe).
+void put_count(std::string& out, char tag, std::size_t n) {
+  char digits[24];
+  const auto end = std::to_chars(digits, digits + sizeof digits, n).ptr;
+  out += tag;
+  out.append(digits, end);
+  out += "\r\n";
+}
+
+void put_arg(std::string& out, std::string_view a) {
+  put_count(out, '$', a.size());
+  out.append(a);
+  out += "\r\n";
+}
+
+}  // namespace
+
+void Connection::append_out() {
+  if (redisAppendFormattedCommand(c_, out_.data(), out_.size()) != REDIS_OK) broken_ = true;
+}
+
 void Connection::append(const std::vector<std::string>& argv) {
-  std::vector<const char*> ptrs;
-  std::vector<std::size_t> lens;
-  ptrs.reserve(argv.size());
-  lens.reserve(argv.size());
-  for (const auto& a : argv) {
-    ptrs.push_back(a.data());
-    lens.push_back(a.size());
+  out_.clear();
+  put_count(out_, '*', argv.size());
+  for (const auto& a : argv) put_arg(out_, a);
+  append_out();
+}
+
+void Connection::append(const Command& cmd, bool eval) {
+  if (cmd.script == nullptr) {
+    append(cmd.args);
+    return;
   }
-  if (redisAppendCommandArgv(c_, static_cast<int>(argv.size()), ptrs.data(), lens.data()) != REDIS_OK) broken_ = true;
+  const bool use_eval = eval || cmd.script->sha.empty();
+  out_.clear();
+  put_count(out_, '*', 3 + cmd.keys.size() + cmd.args.size());
+  put_arg(out_, use_eval ? std::string_view("EVAL") : std::string_view("EVALSHA"));
+  put_arg(out_, use_eval ? cmd.script->body : cmd.script->sha);
+  char digits[24];
+  put_arg(out_, std::string_view(digits, std::to_chars(digits, digits + sizeof digits, cmd.keys.size()).ptr - digits));
+  for (const auto& k : cmd.keys) put_arg(out_, k);
+  for (const auto& a : cmd.args) put_arg(out_, a);
+  append_out();
 }
 
 StatusOr<Reply> Connection::read() {
@@ -116,24 +152,11 @@ bool Connection::looks_alive() const {
   return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
 }
 
-std::vector<std::string> argv_of(const Command& cmd, bool eval) {
-  if (cmd.script == nullptr) return cmd.args;
-  std::vector<std::string> argv;
-  argv.reserve(3 + cmd.keys.size() + cmd.args.size());
-  const bool use_eval = eval || cmd.script->sha.empty();
-  argv.emplace_back(use_eval ? "EVAL" : "EVALSHA");
-  argv.push_back(use_eval ? cmd.script->body : cmd.script->sha);
-  argv.push_back(std::to_string(cmd.keys.size()));
-  argv.insert(argv.end(), cmd.keys.begin(), cmd.keys.end());
-  argv.insert(argv.end(), cmd.args.begin(), cmd.args.end());
-  return argv;
-}
-
 void queue_pipeline(Connection& conn, std::span<const Command* const> cmds, std::span<const bool> asking,
                     int wait_replicas, Duration wait_timeout) {
   for (std::size_t i = 0; i < cmds.size(); ++i) {
     if (asking[i]) conn.append({"ASKING"});
-    conn.append(argv_of(*cmds[i], false));
+    conn.append(*cmds[i], false);
   }
   if (wait_replicas > 0) conn.append({"WAIT", std::to_string(wait_replicas), std::to_string(wait_timeout.count())});
 }
@@ -141,29 +164,35 @@ void queue_pipeline(Connection& conn, std::span<const Command* const> cmds, std:
 std::vector<StatusOr<Reply>> collect_pipeline(Connection& conn, std::span<const Command* const> cmds,
                                               std::span<const bool> asking, int wait_replicas,
                                               Duration wait_timeout) {
-  const Status lost = unavailable("redis: connection to " + to_string(conn.endpoint()) + " lost before the reply");
-  std::vector<StatusOr<Reply>> out(cmds.size(), StatusOr<Reply>(lost));
+  std::vector<StatusOr<Reply>> out(cmds.size(), StatusOr<Reply>(Reply{}));
   std::vector<std::size_t> todo(cmds.size());
   for (std::size_t i = 0; i < cmds.size(); ++i) todo[i] = i;
+  // After an I/O error: the replies from todo[k] on are lost.
+  auto lose_from = [&](std::size_t k) {
+    const Status lost = unavailable("redis: connection to " + to_string(conn.endpoint()) + " lost before the reply");
+    for (; k < todo.size(); ++k) out[todo[k]] = lost;
+    return out;
+  };
   // Round 0 reads what queue_pipeline sent (EVALSHA); round 1 sends again, as EVAL,
   // the scripts this node did not know (NOSCRIPT).
   for (int round = 0; round < 2 && !todo.empty(); ++round) {
     if (round == 1) {
       for (std::size_t i : todo) {
         if (asking[i]) conn.append({"ASKING"});
-        conn.append(argv_of(*cmds[i], true));
+        conn.append(*cmds[i], true);
       }
       if (wait_replicas > 0)
         conn.append({"WAIT", std::to_string(wait_replicas), std::to_string(wait_timeout.count())});
     }
     std::vector<std::size_t> again;
-    for (std::size_t i : todo) {
+    for (std::size_t k = 0; k < todo.size(); ++k) {
+      const std::size_t i = todo[k];
       if (asking[i]) {
         auto a = conn.read();
-        if (!a.ok()) return out;  // the rest stay `lost`
+        if (!a.ok()) return lose_from(k);
       }
       auto r = conn.read();
-      if (!r.ok()) return out;
+      if (!r.ok()) return lose_from(k);
       if (round == 0 && r->error_is("NOSCRIPT")) again.push_back(i);
       out[i] = std::move(r);
     }

@@ -40,6 +40,9 @@ class Connection {
 
   // Queues one command in the output buffer (sent by the next read()).
   void append(const std::vector<std::string>& argv);
+  // Queues cmd (EVALSHA, or EVAL when eval is true, for a script call) without
+  // copying its strings.
+  void append(const Command& cmd, bool eval);
   // Flushes what is queued and reads one reply. kUnavailable on I/O errors or timeout;
   // the connection is then broken() and must be dropped.
   StatusOr<Reply> read();
@@ -57,13 +60,13 @@ class Connection {
 
  private:
   Connection(redisContext* c, Endpoint at) : c_(c), at_(std::move(at)) {}
+  // Queues out_ as it is.
+  void append_out();
   redisContext* c_;
+  std::string out_;  // the RESP text of the command being queued (reused)
   Endpoint at_;
   bool broken_ = false;
 };
-
-// The argv of a command: EVALSHA (or EVAL when eval is true) for a script call.
-std::vector<std::string> argv_of(const Command& cmd, bool eval);
 
 // The two halves of send_pipeline, for sending to several nodes before reading any:
 // queue_pipeline appends, collect_pipeline reads (and re-sends after NOSCRIPT).

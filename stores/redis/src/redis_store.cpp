@@ -128,6 +128,7 @@ class RedisStoreImpl final : public RedisStore {
     c.shared = true;
     c.native_ttl = true;
     c.entities = true;
+    c.combined_commit_claim = true;
     return c;
   }
 
@@ -251,15 +252,29 @@ class RedisStoreImpl final : public RedisStore {
   }
 
   std::vector<StatusOr<ClaimResult>> claim_batch_plain(std::span<const ClaimRequest> requests) {
-    std::vector<StatusOr<ClaimResult>> out(requests.size(), StatusOr<ClaimResult>(invalid_argument("claim: empty id")));
+    std::vector<StatusOr<ClaimResult>> out(requests.size(), StatusOr<ClaimResult>(ClaimResult{}));
     std::vector<Command> sets;
     std::vector<std::size_t> where;
+    sets.reserve(requests.size());
+    where.reserve(requests.size());
+    // Repeated ids are rare: the set that finds them is built only if there are any.
+    bool repeats = false;
+    {
+      std::vector<std::string_view> ids;
+      ids.reserve(requests.size());
+      for (const ClaimRequest& q : requests) ids.push_back(q.id);
+      std::sort(ids.begin(), ids.end());
+      repeats = std::adjacent_find(ids.begin(), ids.end()) != ids.end();
+    }
     std::unordered_set<std::string_view> seen;
     std::vector<std::size_t> scripted;  // repeated ids go to the script, in order
     for (std::size_t i = 0; i < requests.size(); ++i) {
       const ClaimRequest& q = requests[i];
-      if (q.id.empty()) continue;
-      if (!seen.insert(q.id).second) {
+      if (q.id.empty()) {
+        out[i] = invalid_argument("claim: empty id");
+        continue;
+      }
+      if (repeats && !seen.insert(q.id).second) {
         scripted.push_back(i);
         continue;
       }
@@ -304,18 +319,82 @@ class RedisStoreImpl final : public RedisStore {
     return out;
   }
 
+  // One round trip. On a cluster one commit script per request (each in its own
+  // slot); on a standalone server commit_many scripts of up to kKeysPerScript commits
+  // that share owner, now and ttl (those arguments sent once), answering one byte per
+  // commit.
   std::vector<Status> commit_batch_plain(std::span<const CommitRequest> requests) {
-    std::vector<Status> out(requests.size(), invalid_argument("commit: empty id"));
+    std::vector<Status> out(requests.size());
     std::vector<Command> cmds;
     std::vector<std::size_t> where;
+    cmds.reserve(requests.size());
+    where.reserve(requests.size());
     for (std::size_t i = 0; i < requests.size(); ++i) {
-      if (requests[i].id.empty()) continue;
+      if (requests[i].id.empty()) {
+        out[i] = invalid_argument("commit: empty id");
+        continue;
+      }
       cmds.push_back(commit_cmd(requests[i]));
       where.push_back(i);
     }
-    for_each_answer(cmds, commit_many_, 5, o_.wait_replicas, [&](std::size_t k, StatusOr<const Reply*> a) {
-      out[where[k]] = a.ok() ? decode_commit(**a, o_, cmds[k].keys[0]) : a.status();
-    });
+    if (o_.cluster || cmds.size() < 2) {
+      auto replies = ex_->run(cmds, o_.wait_replicas, o_.wait_timeout);
+      for (std::size_t k = 0; k < cmds.size(); ++k) {
+        auto a = script_answer(replies[k], cmds[k].keys[0]);
+        out[where[k]] = a.ok() ? decode_commit(**a, o_, cmds[k].keys[0]) : a.status();
+      }
+      return out;
+    }
+    // commit_cmd args: now, owner, value, prefix, px, slack.
+    std::vector<Command> scripts;
+    std::vector<std::vector<std::size_t>> members;  // indexes into cmds, per script
+    for (std::size_t k = 0; k < cmds.size(); ++k) {
+      Command& c = cmds[k];
+      bool fits = !scripts.empty() && members.back().size() < kKeysPerScript;
+      if (fits) {
+        const Command& first = cmds[members.back().front()];
+        fits = first.args[0] == c.args[0] && first.args[1] == c.args[1] && first.args[4] == c.args[4];
+      }
+      if (!fits) {
+        scripts.push_back(Command{&commit_many_, {}, {c.args[5], c.args[0], c.args[1], c.args[3], c.args[4]}});
+        members.emplace_back();
+      }
+      scripts.back().keys.push_back(std::move(c.keys[0]));
+      scripts.back().args.push_back(std::move(c.args[2]));
+      members.back().push_back(k);
+    }
+    auto replies = ex_->run(scripts, o_.wait_replicas, o_.wait_timeout);
+    for (std::size_t s = 0; s < scripts.size(); ++s) {
+      const StatusOr<Reply>& r = replies[s];
+      const std::vector<std::size_t>& idx = members[s];
+      const bool shaped = r.ok() && r->type == Reply::Type::kArray && !r->elements.empty() &&
+                          r->elements[0].str.size() == idx.size();
+      std::size_t detail = 1;
+      for (std::size_t k = 0; k < idx.size(); ++k) {
+        const std::string& key = scripts[s].keys[k];
+        Status& st = out[where[idx[k]]];
+        if (!r.ok()) {
+          st = r.status();
+        } else if (r->is_error()) {
+          st = error_status(r->str, key);
+        } else if (!shaped) {
+          st = internal_error("redis: unexpected batch answer");
+        } else {
+          const char code = r->elements[0].str[k];
+          Reply one;  // the single commit script's answer
+          one.type = Reply::Type::kArray;
+          one.replicas_acked = r->replicas_acked;  // the WAIT after the batch script
+          Reply c;
+          c.type = Reply::Type::kInteger;
+          c.integer = code == '0' ? 0 : code == '1' ? 1 : code == '2' ? 2 : -1;
+          one.elements.push_back(std::move(c));
+          if (code != '0' && code != '1')
+            one.elements.push_back(detail < r->elements.size() ? r->elements[detail++] : Reply{});
+          auto a = script_answer(one, key);
+          st = a.ok() ? decode_commit(**a, o_, key) : a.status();
+        }
+      }
+    }
     return out;
   }
 

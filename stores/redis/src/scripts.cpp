@@ -95,10 +95,9 @@ end
 -- {0} committed | {1} already completed | {2, owner} another owner holds the lease.
 -- value: the committed record (encoded by the client); prefix: the first bytes of an
 -- in-progress record of this owner (then the commit is accepted without decoding).
-local function commit(k, now, owner, value, prefix, px, slack)
-  local old = redis.pcall('SET', k, value, 'PX', px, 'GET')
-  if type(old) == 'table' and old.err then return {-1, old.err} end
-  if not old or string.sub(old, 1, #prefix) == prefix then return {0} end
+-- commit_checked: the rest of a commit whose SET … GET returned `old`, a value that
+-- is not an in-progress record of this owner.
+local function commit_checked(k, now, owner, old, slack)
   local r, err = decode(old)
   if not r then
     redis.call('SET', k, old)  -- not ours: put it back as it was
@@ -110,6 +109,13 @@ local function commit(k, now, owner, value, prefix, px, slack)
   end
   if reject then put(k, now, slack, old, deadline(r)) end
   return reject or {0}
+end
+
+local function commit(k, now, owner, value, prefix, px, slack)
+  local old = redis.pcall('SET', k, value, 'PX', px, 'GET')
+  if type(old) == 'table' and old.err then return {-1, old.err} end
+  if not old or string.sub(old, 1, #prefix) == prefix then return {0} end
+  return commit_checked(k, now, owner, old, slack)
 end
 )lua";
 
@@ -124,10 +130,16 @@ return claim(KEYS[1], tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), ARGV[4], to
 )lua"), {}};
 }
 
-// KEYS[1] record; ARGV now, owner, value, prefix, px_ms, slack_ms.
+// KEYS[1] record; ARGV now, owner, value, prefix, px_ms, slack_ms. The common case
+// (the key absent or this owner's lease) answers before the prelude's functions are
+// even defined: no closure is built for it.
 Script commit_script() {
-  return {"commit", with_prelude(R"lua(
-return commit(KEYS[1], tonumber(ARGV[1]), ARGV[2], ARGV[3], ARGV[4], ARGV[5], tonumber(ARGV[6]))
+  return {"commit", std::string(R"lua(
+local old = redis.pcall('SET', KEYS[1], ARGV[3], 'PX', ARGV[5], 'GET')
+if type(old) == 'table' and old.err then return {-1, old.err} end
+if not old or string.sub(old, 1, #ARGV[4]) == ARGV[4] then return {0} end
+)lua") + with_prelude(R"lua(
+return commit_checked(KEYS[1], tonumber(ARGV[1]), ARGV[2], old, tonumber(ARGV[6]))
 )lua"), {}};
 }
 
@@ -174,10 +186,9 @@ return {0}
 }
 
 // Batch forms for a standalone server (one script for many keys; not for a cluster,
-// whose scripts must keep to one slot). KEYS: the records; ARGV[1] slack_ms, then per
-// key: claim_many now, owner, lease_ms, fingerprint; commit_many now, owner, value,
-// prefix, px_ms. Returns one answer per key, in order, as
-// the single-key scripts would.
+// whose scripts must keep to one slot). claim_many: KEYS the records; ARGV[1]
+// slack_ms, then per key now, owner, lease_ms, fingerprint; returns one answer per
+// key, in order, as the single-key script would.
 Script claim_many_script() {
   return {"claim_many", with_prelude(R"lua(
 local slack, out = tonumber(ARGV[1]), {}
@@ -189,13 +200,39 @@ return out
 )lua"), {}};
 }
 
+// commit_many: the commits of one owner at one `now` with one ttl, the arguments they
+// share passed once. KEYS: the records; ARGV slack_ms, now, owner, prefix, px_ms, then
+// one value per key. Returns {codes, details…}: codes has one byte per key, '0'
+// committed, '1' already completed, '2' another owner holds the lease, 'e' an error;
+// details holds, in key order, the owner of each '2' and the message of each 'e'.
 Script commit_many_script() {
   return {"commit_many", with_prelude(R"lua(
-local slack, out = tonumber(ARGV[1]), {}
+local slack, now, owner, prefix, px = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], ARGV[4], ARGV[5]
+local np, codes, out = #prefix, {}, {''}
 for i = 1, #KEYS do
-  local b = 1 + (i - 1) * 5
-  out[i] = commit(KEYS[i], tonumber(ARGV[b + 1]), ARGV[b + 2], ARGV[b + 3], ARGV[b + 4], ARGV[b + 5], slack)
+  local k = KEYS[i]
+  local old = redis.pcall('SET', k, ARGV[5 + i], 'PX', px, 'GET')
+  if type(old) == 'table' and old.err then
+    codes[i] = 'e'
+    out[#out + 1] = old.err
+  elseif not old or string.sub(old, 1, np) == prefix then
+    codes[i] = '0'
+  else
+    local r = commit_checked(k, now, owner, old, slack)
+    if r[1] == 0 then
+      codes[i] = '0'
+    elseif r[1] == 1 then
+      codes[i] = '1'
+    elseif r[1] == 2 then
+      codes[i] = '2'
+      out[#out + 1] = r[2]
+    else
+      codes[i] = 'e'
+      out[#out + 1] = r[2]
+    end
+  end
 end
+out[1] = table.concat(codes)
 return out
 )lua"), {}};
 }

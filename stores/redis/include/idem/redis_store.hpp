@@ -90,10 +90,7 @@ struct Options {
 };
 
 // A pair of calls sent in one round trip: see RedisStore::commit_then_claim.
-struct CommitThenClaimResult {
-  Status commit;
-  StatusOr<ClaimResult> claim;
-};
+using CommitThenClaimResult = idem::CommitThenClaimResult;
 
 class RedisStore : public Store {
  public:
@@ -101,7 +98,8 @@ class RedisStore : public Store {
   // the claim's SET NX sent together; a second round trip only when q's key exists):
   // the per-message path of a sequential consumer pays one round trip per message
   // instead of two. The answers are those of commit(c) followed by claim(q).
-  virtual CommitThenClaimResult commit_then_claim(const CommitRequest& c, const ClaimRequest& q) = 0;
+  // capabilities().combined_commit_claim is set: Consumer::process(m, next) uses it.
+  CommitThenClaimResult commit_then_claim(const CommitRequest& c, const ClaimRequest& q) override = 0;
 
   // Returns the key that holds id's record (for tools and tests).
   virtual std::string key_of(std::string_view id) const = 0;
