@@ -123,9 +123,10 @@ class Pipeline {
   TimePoint tick() { return last_ = impl_.now(); }
 
   // Runs one store call, timed from last_ (REQUIRES: fresh, i.e. set by the step just
-  // before) to a new tick().
+  // before) to a new tick(). Without latency_metrics: untimed, last_ unchanged.
   template <class F>
   auto timed_store(F&& f) {
+    if (!o_.latency_metrics) return f();
     const TimePoint t0 = last_;
     auto r = f();
     metrics_.store_latency.record(tick() - t0);
@@ -185,7 +186,8 @@ class Pipeline {
       run.kind = HandlerResult::Kind::kFailed;
       run.error = "handler threw a non-std exception";
     }
-    metrics_.handler_latency.record(tick() - start);
+    const TimePoint end = tick();  // also the commit's "now": always read
+    if (o_.latency_metrics) metrics_.handler_latency.record(end - start);
     if (o_.guarantee == Guarantee::kManual && run.kind == HandlerResult::Kind::kOk) {
       switch (ContextAccess::manual(ctx)) {
         case ContextAccess::Manual::kAck: break;

@@ -8,6 +8,31 @@ using std::chrono::hours;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
+// latency_metrics = false: the same decisions and counters, empty latency histograms,
+// and the commit still sees the time after the handler (a lease that ran out during
+// the handler is lost, not silently kept).
+TEST_F(ConsumerTest, WithoutLatencyMetricsDecisionsAndLeasesAreUnchanged) {
+  ConsumerOptions o = options();
+  o.latency_metrics = false;
+  o.lease = seconds(30);
+  auto c = make(o, [&](const Msg& m, HandlerContext&) {
+    if (*m.id == "slow") {
+      clock_->advance(seconds(31));
+      auto other = store_->claim({*m.id, "other-owner", seconds(30), std::nullopt, clock_->now()});
+      EXPECT_TRUE(other.ok() && other->status == ClaimStatus::kNew);
+    }
+    return HandlerResult::ok();
+  });
+  EXPECT_EQ(c.process(msg("a")).reason, Reason::kProcessed);
+  EXPECT_EQ(c.process(msg("a")).reason, Reason::kDuplicate);
+  EXPECT_EQ(c.process(msg("slow")).reason, Reason::kLeaseLost);
+  const MetricsSnapshot s = c.metrics().snapshot();
+  EXPECT_EQ(s.decisions_for(Reason::kProcessed), 1u);
+  EXPECT_EQ(s.decisions_for(Reason::kDuplicate), 1u);
+  EXPECT_EQ(s.handler_latency.count, 0u);
+  EXPECT_EQ(s.store_latency.count, 0u);
+}
+
 TEST_F(ConsumerTest, CountersPerReasonAndAction) {
   ConsumerOptions o = options();
   o.max_retries = 1;
