@@ -61,6 +61,9 @@ StatusOr<std::shared_ptr<Store>> open_bloom_front(const StoreUri& u, std::string
   if (durable_uri.scheme == "rocksdb") {
     Store* raw = durable->get();
     hooks.claim_absent = [raw](const ClaimRequest& q) { return rocksdb::claim_known_absent(*raw, q); };
+    hooks.claim_absent_batch = [raw](std::span<const ClaimRequest> qs) {
+      return rocksdb::claim_known_absent_batch(*raw, qs);
+    };
     hooks.for_each_record = [raw](const std::function<void(std::string_view, TimePoint)>& visit) {
       return rocksdb::for_each_record(*raw, visit);
     };

@@ -143,6 +143,10 @@ TEST(BloomFront, BatchesMixSkippedAndReadClaimsInOrder) {
   EXPECT_EQ(out[1]->result, std::optional<std::string>("r"));
   EXPECT_EQ(out[2]->status, ClaimStatus::kInProgress);
   EXPECT_EQ(out[3]->status, ClaimStatus::kNew);
+  const auto st = bloom::stats(**s);
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->skipped_reads, 3u) << "both copies of a, and b: certainly absent, no durable read";
+  EXPECT_EQ(st->durable_claims, 1u) << "done: a positive goes to the durable store";
   auto commits = (*s)->commit_batch(std::vector<CommitRequest>{{"a", "A", std::nullopt, kT0, kTtl, std::nullopt},
                                                                {"b", "A", std::nullopt, kT0, kTtl, std::nullopt}});
   EXPECT_TRUE(commits[0].is_ok() && commits[1].is_ok());

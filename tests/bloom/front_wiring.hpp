@@ -10,6 +10,9 @@ namespace idem::testing {
 inline bloom::DurableHooks rocksdb_hooks(Store* raw) {
   bloom::DurableHooks h;
   h.claim_absent = [raw](const ClaimRequest& q) { return rocksdb::claim_known_absent(*raw, q); };
+  h.claim_absent_batch = [raw](std::span<const ClaimRequest> qs) {
+    return rocksdb::claim_known_absent_batch(*raw, qs);
+  };
   h.for_each_record = [raw](const std::function<void(std::string_view, TimePoint)>& visit) {
     return rocksdb::for_each_record(*raw, visit);
   };

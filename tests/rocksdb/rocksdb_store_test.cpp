@@ -288,6 +288,40 @@ TEST(RocksdbFrontHooks, ClaimKnownAbsentSkipsReadsButNotLeases) {
             StatusCode::kInvalidArgument);
 }
 
+TEST(RocksdbFrontHooks, ClaimKnownAbsentBatchKeepsOrderAndLeases) {
+  TempDir dir;
+  auto store = open_ok({.path = dir.sub("db")});
+  ASSERT_NE(store, nullptr);
+  const TimePoint t0 = from_unix_ms(1'700'000'000'000);
+  ASSERT_EQ(store->claim({"held", "B", kLease, std::nullopt, t0})->status, ClaimStatus::kNew);
+  const std::vector<ClaimRequest> qs = {{"a", "A", kLease, std::nullopt, t0},
+                                        {"held", "A", kLease, std::nullopt, t0},
+                                        {"a", "A2", kLease, std::nullopt, t0},
+                                        {"", "A", kLease, std::nullopt, t0},
+                                        {"b", "A", kLease, std::nullopt, t0}};
+  auto out = rocksdb::claim_known_absent_batch(*store, qs);
+  ASSERT_EQ(out.size(), qs.size());
+  ASSERT_TRUE(out[0].ok() && out[1].ok() && out[2].ok() && out[4].ok());
+  EXPECT_EQ(out[0]->status, ClaimStatus::kNew);
+  EXPECT_EQ(out[1]->status, ClaimStatus::kInProgress) << "a lease held elsewhere is still checked";
+  EXPECT_EQ(out[1]->owner, "B");
+  EXPECT_EQ(out[2]->status, ClaimStatus::kInProgress) << "the later copy sees the earlier copy's lease";
+  EXPECT_EQ(out[2]->owner, "A");
+  EXPECT_EQ(out[3].status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(out[4]->status, ClaimStatus::kNew);
+  // The leases it took are ordinary leases: commits by their owners land.
+  const std::vector<CommitRequest> cs = {{"a", "A", std::nullopt, t0, kTtl, std::nullopt},
+                                         {"b", "A", std::nullopt, t0, kTtl, std::nullopt}};
+  for (const Status& s : store->commit_batch(cs)) EXPECT_TRUE(s.is_ok()) << s.to_string();
+  EXPECT_EQ(store->claim({"a", "C", kLease, std::nullopt, t0})->status, ClaimStatus::kCompleted);
+
+  auto memory = open_store("memory:");
+  ASSERT_TRUE(memory.ok());
+  auto refused = rocksdb::claim_known_absent_batch(**memory, qs);
+  ASSERT_EQ(refused.size(), qs.size());
+  for (const auto& r : refused) EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+}
+
 TEST(RocksdbUri, OpensThroughOpenStoreAndRejectsUnknownParameters) {
   TempDir dir;
   const std::string path = dir.sub("db");

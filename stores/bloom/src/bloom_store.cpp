@@ -64,7 +64,7 @@ Status BloomStore::restore_snapshot() {
   std::ifstream in(options_.snapshot_path, std::ios::binary);
   if (!in) return unavailable("bloom: cannot read snapshot \"" + options_.snapshot_path + "\": " + errno_text());
   const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::lock_guard lock(filter_mu_);
+  std::lock_guard lock(mu_);
   Status s = filter_.restore(bytes);
   if (!s.is_ok()) return {s.code(), s.message() + " (file \"" + options_.snapshot_path + "\")"};
   return Status::ok();
@@ -74,14 +74,14 @@ Status BloomStore::write_snapshot() {
   if (options_.snapshot_path.empty()) return failed_precondition("bloom: no snapshot_path is set");
   std::string bytes;
   {
-    std::lock_guard lock(filter_mu_);
+    std::lock_guard lock(mu_);
     bytes = filter_.serialize();
   }
   return write_atomically(options_.snapshot_path, bytes);
 }
 
 Stats BloomStore::stats() {
-  std::lock_guard lock(filter_mu_);
+  std::lock_guard lock(mu_);
   return filter_.stats();
 }
 
@@ -100,9 +100,11 @@ StoreCapabilities BloomStore::capabilities() const {
 StatusOr<ClaimResult> BloomStore::claim(const ClaimRequest& q) {
   if (q.id.empty()) return invalid_argument("bloom: claim: empty id");
   const std::int64_t now = to_unix_ms(q.now);
-  Stripe& s = stripes_.of(q.id);
-  std::lock_guard lock(s.mu);
-  auto it = s.leases.find(q.id);
+  const Probe p = probe_of(q.id);
+  const HashedId h = hashed(q.id, p);
+  Stripe& s = stripes_.of(p);
+  std::lock_guard lock(mu_);
+  auto it = s.leases.find(h);
   if (it != s.leases.end() && it->second.until_ms > now) {
     const Lease& l = it->second;
     if (l.fingerprint && q.fingerprint && *l.fingerprint != *q.fingerprint) return ClaimResult::conflict();
@@ -112,7 +114,7 @@ StatusOr<ClaimResult> BloomStore::claim(const ClaimRequest& q) {
     c.lease_left = Duration(l.until_ms - now);
     return c;
   }
-  if (it == s.leases.end() && contains(q.id, now)) {
+  if (it == s.leases.end() && filter_.maybe_contains(p, now)) {
     ClaimResult c;
     c.status = ClaimStatus::kCompleted;
     return c;
@@ -120,27 +122,26 @@ StatusOr<ClaimResult> BloomStore::claim(const ClaimRequest& q) {
   if (it != s.leases.end()) {
     it->second = Lease{std::string(q.owner), now + q.lease.count(), q.fingerprint};
   } else {
-    s.add_lease(q.id, q.owner, now + q.lease.count(), q.fingerprint);
+    s.add_lease(h, q.owner, now + q.lease.count(), q.fingerprint);
   }
+  filter_.prefetch_add(p);  // the commit that follows sets these bits
   return ClaimResult::granted(s.retries.empty() ? 0 : s.retries_of(q.id, now));
 }
 
 Status BloomStore::commit(const CommitRequest& q) {
   if (q.id.empty()) return invalid_argument("bloom: commit: empty id");
   const std::int64_t now = to_unix_ms(q.now);
-  Stripe& s = stripes_.of(q.id);
-  std::lock_guard lock(s.mu);
-  auto it = s.leases.find(q.id);
+  const Probe p = probe_of(q.id);
+  Stripe& s = stripes_.of(p);
+  std::lock_guard lock(mu_);
+  auto it = s.leases.find(hashed(q.id, p));
   if (it != s.leases.end()) {
     if (it->second.until_ms > now && it->second.owner != q.owner)
       return failed_precondition("bloom: commit: the lease is held by another owner");
-  } else if (contains(q.id, now)) {
+  } else if (filter_.maybe_contains(p, now)) {
     return failed_precondition("bloom: commit: the id is already completed (or a false positive of the filter)");
   }
-  {
-    std::lock_guard flock(filter_mu_);
-    filter_.add(q.id, now, now + q.ttl.count());
-  }
+  filter_.add(p, now, now + q.ttl.count());
   if (it != s.leases.end()) s.end_lease(it);
   if (!s.retries.empty()) {
     if (auto r = s.retries.find(q.id); r != s.retries.end()) s.retries.erase(r);
@@ -152,12 +153,13 @@ StatusOr<std::uint32_t> BloomStore::release(const ReleaseRequest& q) {
   if (q.id.empty()) return invalid_argument("bloom: release: empty id");
   if (q.count_retry && q.retry_ttl.count() <= 0) return invalid_argument("bloom: release: retry_ttl must be > 0");
   const std::int64_t now = to_unix_ms(q.now);
-  Stripe& s = stripes_.of(q.id);
-  std::lock_guard lock(s.mu);
-  auto it = s.leases.find(q.id);
+  const Probe p = probe_of(q.id);
+  Stripe& s = stripes_.of(p);
+  std::lock_guard lock(mu_);
+  auto it = s.leases.find(hashed(q.id, p));
   std::uint32_t count = s.retries_of(q.id, now);
   if (it != s.leases.end() && it->second.until_ms > now && it->second.owner != q.owner) return count;
-  if (it == s.leases.end() && contains(q.id, now)) return std::uint32_t{0};
+  if (it == s.leases.end() && filter_.maybe_contains(p, now)) return std::uint32_t{0};
   if (q.count_retry) {
     ++count;
     s.retries[std::string(q.id)] = RetryCount{count, now + q.retry_ttl.count()};
@@ -168,9 +170,10 @@ StatusOr<std::uint32_t> BloomStore::release(const ReleaseRequest& q) {
 
 Status BloomStore::extend(const ExtendRequest& q) {
   const std::int64_t now = to_unix_ms(q.now);
-  Stripe& s = stripes_.of(q.id);
-  std::lock_guard lock(s.mu);
-  auto it = s.leases.find(q.id);
+  const Probe p = probe_of(q.id);
+  Stripe& s = stripes_.of(p);
+  std::lock_guard lock(mu_);
+  auto it = s.leases.find(hashed(q.id, p));
   if (it == s.leases.end() || it->second.owner != q.owner)
     return failed_precondition("bloom: extend: the lease is not held by this owner");
   if (it->second.until_ms <= now) return failed_precondition("bloom: extend: the lease expired");
@@ -180,11 +183,12 @@ Status BloomStore::extend(const ExtendRequest& q) {
 
 StatusOr<std::optional<RecordInfo>> BloomStore::inspect(std::string_view id, TimePoint t) {
   const std::int64_t now = to_unix_ms(t);
-  Stripe& s = stripes_.of(id);
-  std::lock_guard lock(s.mu);
+  const Probe p = probe_of(id);
+  Stripe& s = stripes_.of(p);
+  std::lock_guard lock(mu_);
   RecordInfo info;
   info.retries = s.retries_of(id, now);
-  auto it = s.leases.find(id);
+  auto it = s.leases.find(hashed(id, p));
   if (it != s.leases.end() && it->second.until_ms > now) {
     info.state = RecordState::kInProgress;
     info.owner = it->second.owner;
@@ -193,8 +197,7 @@ StatusOr<std::optional<RecordInfo>> BloomStore::inspect(std::string_view id, Tim
     return std::optional<RecordInfo>(std::move(info));
   }
   if (it == s.leases.end()) {
-    std::lock_guard flock(filter_mu_);
-    if (filter_.maybe_contains(id, now)) {
+    if (filter_.maybe_contains(p, now)) {
       info.state = RecordState::kCompleted;
       info.retries = 0;
       info.expires_at = from_unix_ms(filter_.remembered_until(id, now));
@@ -216,10 +219,10 @@ StatusOr<std::size_t> BloomStore::purge_expired(TimePoint t, std::size_t max_rec
   std::size_t budget = max_records;  // entries looked at, starting where the last call stopped
   auto& all = stripes_.all();
   for (std::size_t k = 0; k < all.size() && budget > 0; ++k) {
+    std::lock_guard lock(mu_);
     Stripe& sp = *all[purge_cursor_.fetch_add(1, std::memory_order_relaxed) % all.size()];
-    std::lock_guard lock(sp.mu);
     for (auto it = sp.retries.begin(); it != sp.retries.end() && budget > 0; --budget) {
-      const bool dead = it->second.expires_ms <= now && !sp.leases.contains(it->first);
+      const bool dead = it->second.expires_ms <= now && !sp.leases.contains(hashed(it->first, probe_of(it->first)));
       it = dead ? sp.retries.erase(it) : std::next(it);
     }
     for (auto it = sp.leases.begin(); it != sp.leases.end() && budget > 0; --budget) {

@@ -6,6 +6,9 @@
 namespace idem::bloom::detail {
 namespace {
 
+// Batches look this many ids ahead when they prefetch filter bits.
+constexpr std::size_t kPrefetchAhead = 8;
+
 // Adds the id to the filter before the durable commit inside the transaction.
 class FrontTransaction final : public StoreTransaction {
  public:
@@ -38,9 +41,12 @@ Status FrontStore::warm() {
 
 bool FrontStore::certainly_absent(std::string_view id, std::int64_t now_ms) {
   if (!hooks_.claim_absent) return false;
+  const Probe p = probe_of(id);
   std::lock_guard lock(mu_);
   last_now_ms_ = std::max(last_now_ms_, now_ms);
-  return warmed_ && filter_.vouches(now_ms) && !filter_.maybe_contains(id, now_ms);
+  if (!warmed_ || !filter_.vouches(now_ms) || filter_.maybe_contains(p, now_ms)) return false;
+  filter_.prefetch_add(p);  // the commit that follows sets these bits
+  return true;
 }
 
 StatusOr<ClaimResult> FrontStore::claim(const ClaimRequest& q) {
@@ -53,29 +59,47 @@ StatusOr<ClaimResult> FrontStore::claim(const ClaimRequest& q) {
 }
 
 std::vector<StatusOr<ClaimResult>> FrontStore::claim_batch(std::span<const ClaimRequest> requests) {
-  std::vector<bool> absent(requests.size());
-  std::vector<ClaimRequest> rest;
-  std::vector<std::size_t> rest_index;
-  for (std::size_t i = 0; i < requests.size(); ++i) {
-    absent[i] = may_skip_read(requests[i]);
-    if (!absent[i]) {
-      rest.push_back(requests[i]);
-      rest_index.push_back(i);
+  // Which requests the filter vouches for: probes outside the lock, one lock for all.
+  std::vector<bool> absent(requests.size(), false);
+  std::size_t n_absent = 0;
+  if (hooks_.claim_absent) {
+    std::vector<Probe> probes(requests.size());
+    for (std::size_t i = 0; i < requests.size(); ++i) probes[i] = probe_of(requests[i].id);
+    std::lock_guard lock(mu_);
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+      const auto& q = requests[i];
+      if (i + kPrefetchAhead < requests.size())
+        filter_.prefetch_lookup(probes[i + kPrefetchAhead], to_unix_ms(requests[i + kPrefetchAhead].now));
+      if (q.entity_key || q.id.empty()) continue;
+      const std::int64_t now = to_unix_ms(q.now);
+      last_now_ms_ = std::max(last_now_ms_, now);
+      absent[i] = warmed_ && filter_.vouches(now) && !filter_.maybe_contains(probes[i], now);
+      n_absent += absent[i];
     }
   }
-  std::vector<StatusOr<ClaimResult>> from_durable;
-  if (!rest.empty()) from_durable = durable_->claim_batch(rest);
-  std::vector<std::optional<StatusOr<ClaimResult>>> out(requests.size());
-  for (std::size_t k = 0; k < rest_index.size(); ++k) out[rest_index[k]] = std::move(from_durable[k]);
+  skipped_.fetch_add(n_absent, std::memory_order_relaxed);
+  passed_.fetch_add(requests.size() - n_absent, std::memory_order_relaxed);
+  if (n_absent == 0) return durable_->claim_batch(requests);
   // An id's copies all fall on the same side (a caller sets the same entity key on
   // every claim of an id), so in-batch order is kept per id.
-  for (std::size_t i = 0; i < requests.size(); ++i)
-    if (absent[i]) out[i] = hooks_.claim_absent(requests[i]);
-  skipped_.fetch_add(requests.size() - rest.size(), std::memory_order_relaxed);
-  passed_.fetch_add(rest.size(), std::memory_order_relaxed);
+  std::vector<ClaimRequest> skip, rest;
+  skip.reserve(n_absent);
+  rest.reserve(requests.size() - n_absent);
+  for (std::size_t i = 0; i < requests.size(); ++i) (absent[i] ? skip : rest).push_back(requests[i]);
+  std::vector<StatusOr<ClaimResult>> from_rest;
+  if (!rest.empty()) from_rest = durable_->claim_batch(rest);
+  std::vector<StatusOr<ClaimResult>> from_skip;
+  if (hooks_.claim_absent_batch) {
+    from_skip = hooks_.claim_absent_batch(skip);
+  } else {
+    from_skip.reserve(skip.size());
+    for (const auto& q : skip) from_skip.push_back(hooks_.claim_absent(q));
+  }
   std::vector<StatusOr<ClaimResult>> result;
   result.reserve(requests.size());
-  for (auto& o : out) result.push_back(std::move(*o));
+  std::size_t k_skip = 0, k_rest = 0;
+  for (std::size_t i = 0; i < requests.size(); ++i)
+    result.push_back(std::move(absent[i] ? from_skip[k_skip++] : from_rest[k_rest++]));
   return result;
 }
 
@@ -87,11 +111,15 @@ Status FrontStore::commit(const CommitRequest& q) {
 
 std::vector<Status> FrontStore::commit_batch(std::span<const CommitRequest> requests) {
   {
+    std::vector<Probe> probes(requests.size());
+    for (std::size_t i = 0; i < requests.size(); ++i) probes[i] = probe_of(requests[i].id);
     std::lock_guard lock(mu_);
-    for (const auto& q : requests) {
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+      const auto& q = requests[i];
+      if (i + kPrefetchAhead < requests.size()) filter_.prefetch_add(probes[i + kPrefetchAhead]);
       const std::int64_t now = to_unix_ms(q.now);
       last_now_ms_ = std::max(last_now_ms_, now);
-      if (!q.id.empty()) filter_.add(q.id, now, now + q.ttl.count());
+      if (!q.id.empty()) filter_.add(probes[i], now, now + q.ttl.count());
     }
   }
   return durable_->commit_batch(requests);

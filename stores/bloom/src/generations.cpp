@@ -81,7 +81,14 @@ Generations::Generations(const Options& o, DropRule rule)
       rule_(rule),
       per_gen_(per_gen_entries(o)),
       per_gen_fp_(per_gen_rate(o)),
-      slice_ms_(o.window.count() / o.generations) {}
+      slice_ms_(o.window.count() / o.generations) {
+  // The geometry libbloom gives every filter of these options (check_options()
+  // guarantees bloom_init accepts them).
+  struct bloom probe {};
+  (void)bloom_init(&probe, static_cast<int>(per_gen_), per_gen_fp_);
+  geometry_ = Geometry(static_cast<std::uint32_t>(probe.bits), static_cast<std::uint32_t>(probe.hashes));
+  bloom_free(&probe);
+}
 
 Generations::~Generations() {
   for (auto& g : gens_) bloom_free(&g->filter);
@@ -128,19 +135,28 @@ Generations::Gen& Generations::newest_for(std::int64_t now_ms) {
   return *gens_.back();
 }
 
-bool Generations::maybe_contains(std::string_view id, std::int64_t now_ms) {
-  const int len = static_cast<int>(id.size());
-  for (auto it = gens_.rbegin(); it != gens_.rend(); ++it) {
-    Gen& g = **it;
-    if (g.count == 0 || !live(g, now_ms)) continue;
-    if (bloom_check(&g.filter, id.data(), len) == 1) return true;
-  }
-  return false;
+bool Generations::maybe_contains(Probe p, std::int64_t now_ms) {
+  const unsigned char* filters[kMaxGenerations + 1];
+  std::size_t n = 0;
+  for (const auto& g : gens_)
+    if (g->count > 0 && live(*g, now_ms)) filters[n++] = g->filter.bf;
+  return n > 0 && geometry_.test_any(filters, n, p);
 }
 
-void Generations::add(std::string_view id, std::int64_t now_ms, std::int64_t expires_ms) {
+void Generations::prefetch_lookup(Probe p, std::int64_t now_ms) const {
+  // A lookup of a new id leaves most filters at their first or second bit.
+  constexpr std::uint32_t kLookupBits = 2;
+  for (const auto& g : gens_)
+    if (g->count > 0 && live(*g, now_ms)) geometry_.prefetch(g->filter.bf, p, kLookupBits, false);
+}
+
+void Generations::prefetch_add(Probe p) const {
+  if (!gens_.empty()) geometry_.prefetch(gens_.back()->filter.bf, p, geometry_.hashes(), true);
+}
+
+void Generations::add(Probe p, std::int64_t now_ms, std::int64_t expires_ms) {
   Gen& g = newest_for(now_ms);
-  if (bloom_add(&g.filter, id.data(), static_cast<int>(id.size())) == 0) ++g.count;
+  if (geometry_.set(g.filter.bf, p)) ++g.count;
   g.last_ms = std::max(g.last_ms, now_ms);
   g.max_expiry_ms = std::max(g.max_expiry_ms, expires_ms);
 }
@@ -151,15 +167,16 @@ void Generations::add_warm(std::string_view id, std::int64_t expires_ms) {
     while (gens_.size() > o_.generations + 1) drop_oldest(true);
   }
   Gen& g = *gens_.back();
-  if (bloom_add(&g.filter, id.data(), static_cast<int>(id.size())) == 0) ++g.count;
+  if (geometry_.set(g.filter.bf, probe_of(id))) ++g.count;
   g.max_expiry_ms = std::max(g.max_expiry_ms, expires_ms);
 }
 
 std::int64_t Generations::remembered_until(std::string_view id, std::int64_t now_ms) {
+  const Probe p = probe_of(id);
   for (auto it = gens_.rbegin(); it != gens_.rend(); ++it) {
     Gen& g = **it;
     if (g.count == 0 || !live(g, now_ms)) continue;
-    if (bloom_check(&g.filter, id.data(), static_cast<int>(id.size())) == 1)
+    if (geometry_.test(g.filter.bf, p))
       return rule_ == DropRule::kWindow ? g.last_ms + o_.window.count() : g.max_expiry_ms;
   }
   return now_ms;

@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "idem/bloom_store.hpp"
+#include "probe.hpp"
 
 namespace idem::bloom::detail {
 
@@ -32,9 +33,18 @@ class Generations {
   static Status check_options(const Options& o);
 
   // True if some live filter may hold id at `now`.
-  bool maybe_contains(std::string_view id, std::int64_t now_ms);
+  bool maybe_contains(std::string_view id, std::int64_t now_ms) { return maybe_contains(probe_of(id), now_ms); }
+  // The same for the id whose probe_of() is p (computed by the caller, e.g. outside
+  // its lock, or once for a lookup and the add that follows).
+  bool maybe_contains(Probe p, std::int64_t now_ms);
   // Adds id at `now`; its record expires at expires_ms (kAllExpired only).
-  void add(std::string_view id, std::int64_t now_ms, std::int64_t expires_ms);
+  void add(std::string_view id, std::int64_t now_ms, std::int64_t expires_ms) { add(probe_of(id), now_ms, expires_ms); }
+  void add(Probe p, std::int64_t now_ms, std::int64_t expires_ms);
+  // Hints for batches (a lookup or add a few ids ahead, so that their cache misses
+  // overlap): load the bits maybe_contains(p, now) tests first in every live filter,
+  // or the bits add(p, …) sets in the newest filter. Change nothing.
+  void prefetch_lookup(Probe p, std::int64_t now_ms) const;
+  void prefetch_add(Probe p) const;
   // Adds an id found in the durable store before any `now` is known.
   void add_warm(std::string_view id, std::int64_t expires_ms);
 
@@ -71,6 +81,7 @@ class Generations {
   DropRule rule_;
   std::uint64_t per_gen_;                  // ids per filter
   double per_gen_fp_;                      // false-positive rate per filter
+  Geometry geometry_;                      // of every filter (bloom_init(per_gen_, per_gen_fp_))
   std::int64_t slice_ms_;                  // window / generations
   std::deque<std::unique_ptr<Gen>> gens_;  // oldest first
   std::int64_t dropped_max_expiry_ms_ = INT64_MIN;

@@ -1,16 +1,19 @@
-// Exact in-memory leases and retry counts, in lock stripes by id hash. The Bloom
-// store keeps what a filter cannot: who holds a lease, and how often an id failed.
+// Exact in-memory leases and retry counts, in stripes by id hash (the unit of
+// purge_expired's bounded sweep). The Bloom store keeps what a filter cannot: who
+// holds a lease, and how often an id failed. Not thread-safe: the store's lock guards
+// every stripe.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
+
+#include "probe.hpp"
 
 namespace idem::bloom::detail {
 
@@ -30,27 +33,59 @@ struct RetryCount {
   std::int64_t expires_ms = 0;
 };
 
-struct Stripe {
-  using LeaseMap = std::unordered_map<std::string, Lease, StringHash, std::equal_to<>>;
-  static constexpr std::size_t kMaxSpare = 64;
+// An id with the hash the lease maps use, taken from its Probe: a call hashes its id
+// once (probe_of), for the filters, the stripe and the lease map alike.
+struct HashedId {
+  std::string_view id;
+  std::size_t hash = 0;
+};
+inline HashedId hashed(std::string_view id, Probe p) {
+  return {id, (static_cast<std::size_t>(p.b) << 32) | p.a};
+}
 
-  std::mutex mu;
+struct LeaseKey {
+  std::string id;
+  std::size_t hash = 0;  // hashed(id, probe_of(id)).hash
+};
+struct LeaseKeyHash {
+  using is_transparent = void;
+  std::size_t operator()(const LeaseKey& k) const noexcept { return k.hash; }
+  std::size_t operator()(const HashedId& k) const noexcept { return k.hash; }
+};
+struct LeaseKeyEq {
+  using is_transparent = void;
+  bool operator()(const LeaseKey& a, const LeaseKey& b) const noexcept { return a.hash == b.hash && a.id == b.id; }
+  bool operator()(const HashedId& a, const LeaseKey& b) const noexcept { return a.hash == b.hash && a.id == b.id; }
+  bool operator()(const LeaseKey& a, const HashedId& b) const noexcept { return a.hash == b.hash && a.id == b.id; }
+};
+using LeaseMap = std::unordered_map<LeaseKey, Lease, LeaseKeyHash, LeaseKeyEq>;
+
+// Nodes of ended leases, reused by the next claims of any stripe (no allocation per
+// message; the node freed last, still in cache, is taken first).
+struct SpareNodes {
+  static constexpr std::size_t kMax = 1024;
+  std::vector<LeaseMap::node_type> nodes;
+};
+
+struct Stripe {
+  explicit Stripe(SpareNodes& s) : spare_nodes(s) {}
+
   // Presence of a lease means: no commit of the id since the claim that made it.
   LeaseMap leases;
-  // Nodes of ended leases, reused by the next claims (no allocation per message).
-  std::vector<LeaseMap::node_type> spare;
+  SpareNodes& spare_nodes;  // shared by all stripes
   std::unordered_map<std::string, RetryCount, StringHash, std::equal_to<>> retries;
 
   // Inserts a lease of id (absent from `leases`), reusing a spare node if any.
-  void add_lease(std::string_view id, std::string_view owner, std::int64_t until_ms,
-                 std::optional<std::uint64_t> fingerprint) {
+  void add_lease(HashedId id, std::string_view owner, std::int64_t until_ms, std::optional<std::uint64_t> fingerprint) {
+    auto& spare = spare_nodes.nodes;
     if (spare.empty()) {
-      leases.emplace(std::string(id), Lease{std::string(owner), until_ms, fingerprint});
+      leases.emplace(LeaseKey{std::string(id.id), id.hash}, Lease{std::string(owner), until_ms, fingerprint});
       return;
     }
     LeaseMap::node_type node = std::move(spare.back());
     spare.pop_back();
-    node.key().assign(id);
+    node.key().id.assign(id.id);
+    node.key().hash = id.hash;
     node.mapped().owner.assign(owner);
     node.mapped().until_ms = until_ms;
     node.mapped().fingerprint = fingerprint;
@@ -60,7 +95,7 @@ struct Stripe {
   // Ends the lease at `it`, keeping its node for reuse.
   void end_lease(LeaseMap::iterator it) {
     LeaseMap::node_type node = leases.extract(it);
-    if (spare.size() < kMaxSpare) spare.push_back(std::move(node));
+    if (spare_nodes.nodes.size() < SpareNodes::kMax) spare_nodes.nodes.push_back(std::move(node));
   }
 
   // The live retry count of id at now (0 if none or expired).
@@ -73,12 +108,16 @@ struct Stripe {
 class Stripes {
  public:
   explicit Stripes(std::size_t n) {
-    for (std::size_t i = 0; i < n; ++i) stripes_.push_back(std::make_unique<Stripe>());
+    for (std::size_t i = 0; i < n; ++i) stripes_.push_back(std::make_unique<Stripe>(spare_));
   }
-  Stripe& of(std::string_view id) { return *stripes_[StringHash{}(id) % stripes_.size()]; }
+  Stripes(const Stripes&) = delete;  // the stripes refer to spare_
+  Stripes& operator=(const Stripes&) = delete;
+  // The stripe of the id whose probe is p.
+  Stripe& of(Probe p) { return *stripes_[p.a % stripes_.size()]; }
   std::vector<std::unique_ptr<Stripe>>& all() { return stripes_; }
 
  private:
+  SpareNodes spare_;  // before stripes_: they refer to it
   std::vector<std::unique_ptr<Stripe>> stripes_;
 };
 

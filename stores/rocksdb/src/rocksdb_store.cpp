@@ -133,13 +133,8 @@ ClaimResult RocksStore::decide_claim(Stripe& s, const ClaimRequest& q, std::int6
     c.dead_lettered = l.done->kind == RecordKind::kDeadLettered;
     return c;
   }
-  Lease lease{std::string(q.owner), now + q.lease.count(), q.fingerprint, l.retries.has_value()};
   const std::uint32_t retries = l.retries && l.retries->expires_ms > now ? l.retries->retries : 0;
-  if (it != s.leases.end()) {
-    it->second = std::move(lease);
-  } else {
-    s.leases.emplace(std::string(q.id), std::move(lease));
-  }
+  s.set_lease(it, q.id, q.owner, now + q.lease.count(), q.fingerprint, l.retries.has_value());
   ClaimResult c = ClaimResult::granted(retries);
   if (q.entity_key) c.entity = l.entity;
   return c;
@@ -177,10 +172,39 @@ StatusOr<ClaimResult> RocksStore::claim(const ClaimRequest& q) {
 
 StatusOr<ClaimResult> RocksStore::claim_absent(const ClaimRequest& q) {
   if (q.id.empty()) return invalid_argument("rocksdb: claim: empty id");
+  observe(to_unix_ms(q.now));
+  if (!q.entity_key) {
+    std::lock_guard lock(stripe_of(q.id).mu);
+    return decide_absent(q);
+  }
+  auto locks = lock_pair(q.id, *q.entity_key);
+  return decide_absent(q);
+}
+
+std::vector<StatusOr<ClaimResult>> RocksStore::claim_absent_batch(std::span<const ClaimRequest> requests) {
+  std::vector<StatusOr<ClaimResult>> out;
+  out.reserve(requests.size());
+  std::vector<std::string_view> keys;
+  keys.reserve(requests.size());
+  for (const auto& q : requests) {
+    keys.push_back(q.id);
+    if (q.entity_key) keys.push_back(*q.entity_key);
+    observe(to_unix_ms(q.now));
+  }
+  auto locks = lock_all(keys);
+  for (const auto& q : requests) {
+    if (q.id.empty()) {
+      out.emplace_back(invalid_argument("rocksdb: claim: empty id"));
+    } else {
+      out.push_back(decide_absent(q));
+    }
+  }
+  return out;
+}
+
+StatusOr<ClaimResult> RocksStore::decide_absent(const ClaimRequest& q) {
   const std::int64_t now = to_unix_ms(q.now);
-  observe(now);
   Stripe& s = stripe_of(q.id);
-  auto locks = lock_pair(q.id, q.entity_key.value_or(q.id));
   Lookup l;
   if (q.entity_key) {
     auto it = s.leases.find(q.id);
@@ -248,7 +272,7 @@ Status RocksStore::commit_into(::rocksdb::WriteBatch& batch, const CommitRequest
   Status w = write(batch);
   land_entities(st, w.is_ok());
   if (!w.is_ok()) return w;
-  if (auto it = s.leases.find(q.id); it != s.leases.end()) s.leases.erase(it);
+  if (auto it = s.leases.find(q.id); it != s.leases.end()) s.end_lease(it);
   return Status::ok();
 }
 
@@ -280,7 +304,7 @@ StatusOr<std::uint32_t> RocksStore::release(const ReleaseRequest& q) {
     if (!p.ok()) return to_status(p, "release");
     if (Status st = to_status(db_->Write(write_options, &batch), "release"); !st.is_ok()) return st;
   }
-  if (it != s.leases.end()) s.leases.erase(it);
+  if (it != s.leases.end()) s.end_lease(it);
   return count;
 }
 
@@ -515,8 +539,8 @@ std::vector<Status> RocksStore::commit_batch(std::span<const CommitRequest> requ
       out[i] = w;
       continue;
     }
-    auto& lm = stripe_of(requests[i].id).leases;
-    if (auto it = lm.find(requests[i].id); it != lm.end()) lm.erase(it);
+    Stripe& st = stripe_of(requests[i].id);
+    if (auto it = st.leases.find(requests[i].id); it != st.leases.end()) st.end_lease(it);
   }
   return out;
 }
@@ -531,7 +555,7 @@ StatusOr<std::size_t> RocksStore::purge_expired(TimePoint now, std::size_t max_r
     Stripe& s = *stripes[purge_cursor_.fetch_add(1, std::memory_order_relaxed) % stripes.size()];
     std::lock_guard lock(s.mu);
     for (auto it = s.leases.begin(); it != s.leases.end() && budget > 0; --budget) {
-      it = it->second.until_ms <= t ? s.leases.erase(it) : std::next(it);
+      it = it->second.until_ms <= t ? s.end_lease(it) : std::next(it);
     }
   }
   return std::size_t{0};
@@ -581,6 +605,12 @@ StatusOr<ClaimResult> claim_known_absent(Store& store, const ClaimRequest& reque
   auto* r = as_rocks(store);
   if (r == nullptr) return not_rocks();
   return r->claim_absent(request);
+}
+
+std::vector<StatusOr<ClaimResult>> claim_known_absent_batch(Store& store, std::span<const ClaimRequest> requests) {
+  auto* r = as_rocks(store);
+  if (r == nullptr) return std::vector<StatusOr<ClaimResult>>(requests.size(), StatusOr<ClaimResult>(not_rocks()));
+  return r->claim_absent_batch(requests);
 }
 
 Status for_each_record(Store& store, const std::function<void(std::string_view, TimePoint)>& visit) {

@@ -74,8 +74,44 @@ struct BufferedEntry {
 using KeyBuffer = std::map<std::uint64_t, BufferedEntry>;
 
 struct Stripe {
+  using LeaseMap = std::unordered_map<std::string, Lease, StringHash, std::equal_to<>>;
+  static constexpr std::size_t kMaxSpare = 64;  // ended lease nodes kept for reuse
+
   std::mutex mu;
-  std::unordered_map<std::string, Lease, StringHash, std::equal_to<>> leases;
+  LeaseMap leases;
+  // Nodes of ended leases, reused by the next claims: no allocation per message once
+  // warm (the id and owner strings keep their capacity).
+  std::vector<LeaseMap::node_type> spare;
+
+  // Sets id's lease (replacing one that has expired), reusing a spare node if any.
+  void set_lease(LeaseMap::iterator it, std::string_view id, std::string_view owner, std::int64_t until_ms,
+                 std::optional<std::uint64_t> fingerprint, bool retry_record) {
+    Lease* l = nullptr;
+    LeaseMap::node_type node;
+    if (it != leases.end()) {
+      l = &it->second;
+    } else if (!spare.empty()) {
+      node = std::move(spare.back());
+      spare.pop_back();
+      node.key().assign(id);
+      l = &node.mapped();
+    } else {
+      l = &leases.emplace(std::string(id), Lease{}).first->second;
+    }
+    l->owner.assign(owner);
+    l->until_ms = until_ms;
+    l->fingerprint = fingerprint;
+    l->retry_record = retry_record;
+    if (node) leases.insert(std::move(node));
+  }
+  // Ends the lease at `it`, keeping its node for reuse. Returns the next iterator.
+  LeaseMap::iterator end_lease(LeaseMap::iterator it) {
+    auto next = std::next(it);
+    LeaseMap::node_type node = leases.extract(it);
+    if (spare.size() < kMaxSpare) spare.push_back(std::move(node));
+    return next;
+  }
+
   // The entity records of keys that hash here, as stored (revision 0: no record):
   // a cache of idem_entities, bounded by RocksStore::entity_cache_per_stripe. It is
   // read and changed only under `mu`, which every writer of those keys holds from
@@ -156,6 +192,7 @@ class RocksStore final : public Store {
   StatusOr<std::unique_ptr<StoreTransaction>> begin_with(TimePoint now,
                                                          std::function<void(const CommitRequest&)> before_commit);
   StatusOr<ClaimResult> claim_absent(const ClaimRequest& request);
+  std::vector<StatusOr<ClaimResult>> claim_absent_batch(std::span<const ClaimRequest> requests);
   Status for_each(const std::function<void(std::string_view, TimePoint)>& visit);
   StatusOr<CompactionReport> compact(TimePoint now);
 
@@ -222,6 +259,9 @@ class RocksStore final : public Store {
   // locked.
   KeyBuffer* key_buffer(std::string_view key);
   ClaimResult decide_claim(Stripe& s, const ClaimRequest& q, std::int64_t now, const Lookup& l);
+  // claim_absent's decision. REQUIRES: the stripes of q.id and of q.entity_key (if
+  // set) are locked.
+  StatusOr<ClaimResult> decide_absent(const ClaimRequest& q);
   // Checks `q` against the lease table and the looked-up record (read if `pre` is
   // null), stages q.entity (if set) into `st`, and adds its writes to `batch`; adds
   // nothing if a check fails. REQUIRES: the stripes of the id and of q.entity->key

@@ -36,8 +36,10 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "idem/store.hpp"
 #include "idem/store_uri.hpp"
@@ -83,6 +85,10 @@ struct DurableHooks {
   // Empty: the filter cannot save reads. Never called for a claim with an entity_key
   // (its entity record must be read): the filter passes those to Store::claim.
   std::function<StatusOr<ClaimResult>(const ClaimRequest&)> claim_absent;
+  // claim_absent for many requests at once (results in request order, a later copy
+  // of an id seeing the earlier copy's lease). Empty: claim_batch calls claim_absent
+  // per request. Used only together with claim_absent.
+  std::function<std::vector<StatusOr<ClaimResult>>(std::span<const ClaimRequest>)> claim_absent_batch;
   // Calls visit(id, expires_at) for every record the durable store holds. Empty: the
   // filter cannot warm, so it never vouches for absence (every claim reads).
   std::function<Status(const std::function<void(std::string_view, TimePoint)>&)> for_each_record;

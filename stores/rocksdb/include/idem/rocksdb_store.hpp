@@ -45,6 +45,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -113,6 +114,11 @@ Batch* batch(const HandlerContext& ctx);
 // committed record and no retry count (a negative from a filter holding every id
 // this store has a record of): skips the reads. Leases are still checked.
 StatusOr<ClaimResult> claim_known_absent(Store& store, const ClaimRequest& request);
+
+// claim_known_absent for each request, under one locking of all their stripes.
+// Results in request order; a later copy of an id in `requests` sees the lease the
+// earlier copy took (kInProgress), as with Store::claim_batch.
+std::vector<StatusOr<ClaimResult>> claim_known_absent_batch(Store& store, std::span<const ClaimRequest> requests);
 
 // Calls visit(id, expires_at) for every record in idem_done and idem_retries,
 // expired ones included. Not a snapshot: concurrent writes may or may not be seen.
