@@ -23,7 +23,6 @@ std::string default_owner() {
   return buf;
 }
 
-
 }  // namespace
 
 Engine::Engine(ConsumerOptions options) : opts_(std::move(options)), impl_(std::make_unique<Impl>()) {}
@@ -58,7 +57,6 @@ Status Engine::extend_lease(HandlerContext& ctx, Duration lease) {
   if (s.is_ok()) ctx.lease_until_ = now + lease;
   return s;
 }
-
 
 std::vector<Decision> Pipeline::process_batch(std::span<const MessageView> ms, HandlerThunk h) {
   if (o_.guarantee == Guarantee::kEffectivelyOnce && !o_.transactional && entity_gated(o_))
@@ -108,8 +106,7 @@ std::vector<Decision> Pipeline::process_batch(std::span<const MessageView> ms, H
     const MessageView& m = ms[i];
     auto& claim = results[k];
     if (!claim.ok() || claim->status != ClaimStatus::kNew) {
-      handler_start[i] = start;
-      if (m.received_at) metrics_.queue_wait.record(start - *m.received_at);
+      started(m, start, handler_start[i]);
       out[i] = claim.ok() ? answer_existing(*claim) : fail_open_or_closed(m, h, i, claim.status(), start);
       continue;
     }
@@ -127,8 +124,7 @@ std::vector<Decision> Pipeline::process_batch(std::span<const MessageView> ms, H
       }
       lease_until = t + o_.lease;
     }
-    handler_start[i] = t;
-    if (m.received_at) metrics_.queue_wait.record(t - *m.received_at);
+    started(m, t, handler_start[i]);
     HandlerContext ctx;
     ContextAccess::init(ctx, &engine_, *m.id, claim->retries + 1, o_.guarantee, lease_until, nullptr);
     runs[i] = run_handler(h, i, ctx, t);
@@ -158,9 +154,7 @@ std::vector<Decision> Pipeline::process_batch(std::span<const MessageView> ms, H
   return out;
 }
 
-std::size_t Engine::tick(HandlerThunk handler) {
-  return Pipeline(*this, opts_, *impl_, *metrics_).tick_all(handler);
-}
+std::size_t Engine::tick(HandlerThunk handler) { return Pipeline(*this, opts_, *impl_, *metrics_).tick_all(handler); }
 
 void Engine::reset_watermark(std::string_view stream, std::uint64_t position) {
   impl_->watermarks.reset(stream, position);

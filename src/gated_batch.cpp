@@ -171,8 +171,7 @@ std::vector<Decision> Pipeline::process_batch_gated(std::span<const MessageView>
       }
       lease_until = t + o_.lease;
     }
-    handler_start[i] = t;
-    if (m.received_at) metrics_.queue_wait.record(t - *m.received_at);
+    started(m, t, handler_start[i]);
     auto e = timed_store([&] { return impl_.store->read_entity(key); });
     if (!e.ok()) {
       (void)impl_.store->release(release_req(*m.id, false));
@@ -205,8 +204,7 @@ std::vector<Decision> Pipeline::process_batch_gated(std::span<const MessageView>
       auto next = timed_store([&] { return impl_.store->buffer_read(*m.key, 1); });
       if (!next.ok() || (!next->empty() && next->front().version == expected)) return false;
     }
-    handler_start[i] = t;
-    if (m.received_at) metrics_.queue_wait.record(t - *m.received_at);
+    started(m, t, handler_start[i]);
     ClaimResult c = claim;
     c.entity = e;
     ekey_ = *m.key;
@@ -224,8 +222,7 @@ std::vector<Decision> Pipeline::process_batch_gated(std::span<const MessageView>
     const MessageView& m = ms[i];
     auto& claim = results[k];
     if (!claim.ok() || claim->status != ClaimStatus::kNew) {
-      handler_start[i] = start;
-      if (m.received_at) metrics_.queue_wait.record(start - *m.received_at);
+      started(m, start, handler_start[i]);
       out[i] = claim.ok() ? answer_existing(*claim) : fail_open_or_closed(m, h, i, claim.status(), start);
       continue;
     }
@@ -258,8 +255,7 @@ std::vector<Decision> Pipeline::process_batch_gated(std::span<const MessageView>
       single(i, *claim, t, renew);
       continue;
     }
-    handler_start[i] = t;
-    if (m.received_at) metrics_.queue_wait.record(t - *m.received_at);
+    started(m, t, handler_start[i]);
     HandlerContext ctx;
     ContextAccess::init(ctx, &engine_, *m.id, claim->retries + 1, o_.guarantee, start + o_.lease, nullptr, &g,
                         m.version);

@@ -32,10 +32,10 @@ struct Run {
 // commit carries.
 struct Gate {
   std::string_view key;
-  std::uint64_t revision = 0;             // the entity revision read with the claim
-  std::optional<std::uint64_t> version;   // the version to apply (ordering)
-  std::string_view event, from, to;       // the transition (state machine)
-  bool drained = false;                   // the message comes from the reorder buffer
+  std::uint64_t revision = 0;            // the entity revision read with the claim
+  std::optional<std::uint64_t> version;  // the version to apply (ordering)
+  std::string_view event, from, to;      // the transition (state machine)
+  bool drained = false;                  // the message comes from the reorder buffer
 };
 
 // In process_batch, a claim's lease is renewed at handler start once more than
@@ -60,8 +60,8 @@ struct Engine::Impl {
   // message failed).
   std::mutex buffered_mu;
   std::unordered_map<std::string, TimePoint> drain_not_before;
-  std::atomic<std::int64_t> last_tick_ns{0};                    // process() ticks every gap_timeout / 4
-  std::atomic<bool> ticked{false};                              // the first process() ticks at once
+  std::atomic<std::int64_t> last_tick_ns{0};  // process() ticks every gap_timeout / 4
+  std::atomic<bool> ticked{false};            // the first process() ticks at once
 
   // Consumer::process(m, next): the claim of `next` taken with m's commit (lookahead.cpp).
   Lookahead lookahead;
@@ -102,7 +102,8 @@ class Pipeline {
   // Returns a bad_message decision if m cannot be processed as it is.
   std::optional<Decision> validate(const MessageView& m) const {
     if (!needs_dedup(o_.guarantee)) return std::nullopt;
-    if (!m.id) return bad("message has no id (required by guarantee " + std::string(guarantee_name(o_.guarantee)) + ")");
+    if (!m.id)
+      return bad("message has no id (required by guarantee " + std::string(guarantee_name(o_.guarantee)) + ")");
     if (m.id->empty()) return bad("message id is empty");
     if (m.id->size() > o_.max_id_bytes)
       return bad("message id of " + std::to_string(m.id->size()) + " bytes exceeds max_id_bytes (" +
@@ -133,6 +134,13 @@ class Pipeline {
     return r;
   }
 
+  // Notes that message m's handler (or, if it will not run, its decision) starts at t:
+  // the queue wait since receipt, and `at` (what finish() reports against).
+  void started(const MessageView& m, TimePoint t, std::optional<TimePoint>& at) {
+    at = t;
+    if (m.received_at) metrics_.queue_wait.record(t - *m.received_at);
+  }
+
   // The decision for a claim that did not grant the lease.
   Decision answer_existing(const ClaimResult& c) const {
     switch (c.status) {
@@ -150,7 +158,8 @@ class Pipeline {
       case ClaimStatus::kConflict:
         if (o_.on_conflict == ConflictPolicy::kTreatAsDuplicate) return Decision::ack(Reason::kPayloadConflict);
         return Decision::dead_letter(Reason::kPayloadConflict, "id already seen with a different payload");
-      case ClaimStatus::kNew: break;
+      case ClaimStatus::kNew:
+        break;
     }
     return Decision::ack(Reason::kProcessed);  // not reached
   }
@@ -190,13 +199,15 @@ class Pipeline {
     if (o_.latency_metrics) metrics_.handler_latency.record(end - start);
     if (o_.guarantee == Guarantee::kManual && run.kind == HandlerResult::Kind::kOk) {
       switch (ContextAccess::manual(ctx)) {
-        case ContextAccess::Manual::kAck: break;
+        case ContextAccess::Manual::kAck:
+          break;
         case ContextAccess::Manual::kNack:
           run.kind = HandlerResult::Kind::kRetryRequested;
           run.failure_reason = Reason::kNacked;
           run.delay = ContextAccess::nack_delay(ctx);
           break;
-        case ContextAccess::Manual::kNone: run.unacknowledged = true;
+        case ContextAccess::Manual::kNone:
+          run.unacknowledged = true;
       }
     }
     if (run.kind != HandlerResult::Kind::kOk)
@@ -262,8 +273,8 @@ class Pipeline {
   // A failed run under a lease: dead-letter at the cap, else release and retry.
   // Under strict ordering a dead-lettered message still uses up its version (`gate`),
   // so that its successors can run.
-  Decision after_failure(std::string_view id, std::optional<std::uint64_t> fp, std::uint32_t retries,
-                         const Run& run, const Gate* gate = nullptr) {
+  Decision after_failure(std::string_view id, std::optional<std::uint64_t> fp, std::uint32_t retries, const Run& run,
+                         const Gate* gate = nullptr) {
     if (run.unacknowledged) {
       Status s = timed_store([&] { return impl_.store->release(release_req(id, false)).status(); });
       if (!s.is_ok()) log_error(impl_.log, "idem: release failed: {}", s.to_string());
@@ -273,7 +284,8 @@ class Pipeline {
     }
     if (retries >= o_.max_retries) return dead_letter_now(id, fp, gate, Reason::kRetriesExhausted, run.error);
     auto r = timed_store([&] { return impl_.store->release(release_req(id, true)); });
-    if (!r.ok()) log_error(impl_.log, "idem: release failed (the lease will expire instead): {}", r.status().to_string());
+    if (!r.ok())
+      log_error(impl_.log, "idem: release failed (the lease will expire instead): {}", r.status().to_string());
     const Duration delay = run.delay.count() > 0 ? run.delay : o_.backoff.delay_for(retries);
     Decision d = Decision::retry(run.failure_reason, delay);
     d.detail = run.error;
@@ -316,7 +328,8 @@ class Pipeline {
     if (run.kind == HandlerResult::Kind::kOk) return Decision::ack(Reason::kProcessed);
     // No durable count here: the broker's delivery count (if extracted) caps retries.
     const std::uint32_t retries = m.delivery_count.value_or(1) > 0 ? m.delivery_count.value_or(1) - 1 : 0;
-    if (m.delivery_count && retries >= o_.max_retries) return Decision::dead_letter(Reason::kRetriesExhausted, run.error);
+    if (m.delivery_count && retries >= o_.max_retries)
+      return Decision::dead_letter(Reason::kRetriesExhausted, run.error);
     Decision d = Decision::retry(run.failure_reason, run.delay.count() > 0 ? run.delay : o_.backoff.delay_for(retries));
     d.detail = run.error;
     return d;
@@ -328,7 +341,8 @@ class Pipeline {
     auto claim = timed_store([&] { return impl_.store->claim({*m.id, o_.owner, o_.lease, fp, start, std::nullopt}); });
     if (!claim.ok()) return fail_open_or_closed(m, h, index, claim.status(), start);
     if (claim->status != ClaimStatus::kNew) return answer_existing(*claim);
-    Status s = timed_store([&] { return impl_.store->commit(commit_request(*m.id, fp, Outcome::kProcessed, std::nullopt)); });
+    Status s =
+        timed_store([&] { return impl_.store->commit(commit_request(*m.id, fp, Outcome::kProcessed, std::nullopt)); });
     if (!s.is_ok()) return after_commit(s, Run{}, Decision::ack(Reason::kProcessed));
     note_commit();
     HandlerContext ctx;
@@ -496,10 +510,16 @@ class Pipeline {
       TimePoint t{};
       Decision r;
       switch (o_.guarantee) {
-        case Guarantee::kAtLeastOnce: r = at_least_once(m, h, index, t); break;
-        case Guarantee::kAtMostOnce: r = at_most_once(m, h, index, t); break;
+        case Guarantee::kAtLeastOnce:
+          r = at_least_once(m, h, index, t);
+          break;
+        case Guarantee::kAtMostOnce:
+          r = at_most_once(m, h, index, t);
+          break;
         case Guarantee::kEffectivelyOnce:
-        case Guarantee::kManual: r = effectively_once(m, h, index, t); break;
+        case Guarantee::kManual:
+          r = effectively_once(m, h, index, t);
+          break;
       }
       start = t;
       if (m.received_at) metrics_.queue_wait.record(t - *m.received_at);
@@ -518,7 +538,8 @@ class Pipeline {
     if (o_.ordering.mode != Ordering::kStrict) return;
     const std::int64_t now = impl_.now().time_since_epoch().count();
     std::int64_t last = impl_.last_tick_ns.load(std::memory_order_relaxed);
-    const std::int64_t every = std::chrono::duration_cast<std::chrono::nanoseconds>(o_.ordering.gap_timeout).count() / 4;
+    const std::int64_t every =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(o_.ordering.gap_timeout).count() / 4;
     const bool first = !impl_.ticked.load(std::memory_order_relaxed);
     if (!first && now - last < every) return;
     if (!impl_.last_tick_ns.compare_exchange_strong(last, now)) return;
@@ -537,7 +558,7 @@ class Pipeline {
   const ConsumerOptions& o_;
   Engine::Impl& impl_;
   Metrics& metrics_;
-  TimePoint last_{};  // the latest clock reading of this call (see tick())
+  TimePoint last_{};                      // the latest clock reading of this call (see tick())
   std::optional<std::string_view> ekey_;  // the entity key of the store requests being made
   bool advanced_ = false;                 // a commit of this call moved an entity's version
 };

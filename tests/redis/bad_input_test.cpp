@@ -10,16 +10,8 @@ namespace {
 using namespace std::chrono_literals;
 using namespace std::string_literals;
 
-class RedisBadInput : public ::testing::Test {
+class RedisBadInput : public WithRedisServer {
  protected:
-  void SetUp() override {
-    auto s = RedisServer::start({});
-    ASSERT_TRUE(s.ok()) << s.status().to_string();
-    server_ = std::move(s).value();
-    options_ = options_for(server_->uri());
-    store_ = open_or_die(options_);
-    ASSERT_NE(store_, nullptr);
-  }
   ClaimRequest claim(std::string_view id, std::string_view owner) const {
     return ClaimRequest{id, owner, Duration(10'000), std::nullopt, t0_, std::nullopt};
   }
@@ -56,9 +48,6 @@ class RedisBadInput : public ::testing::Test {
   }
 
   TimePoint t0_ = ManualClock().now();
-  std::unique_ptr<RedisServer> server_;
-  redis::Options options_;
-  std::shared_ptr<redis::RedisStore> store_;
 };
 
 TEST_F(RedisBadInput, AKeyOfTheWrongTypeIsDataLossForThatIdOnly) {
@@ -73,8 +62,9 @@ TEST_F(RedisBadInput, AForeignStringOrAnUnknownStateIsDataLossAndIsLeftAsItWas) 
   expect_every_call_fails("str", StatusCode::kDataLoss, "not an idem record");
   auto still = server_->command({"GET", store_->key_of("str")});
   EXPECT_EQ(still->str, "not a record") << "a commit that found a foreign value put it back";
-  ASSERT_TRUE(server_->command({"EVAL", "return redis.call('SET', KEYS[1], cmsgpack.pack({'z', '', 0, 1e15, 0}))",
-                                "1", store_->key_of("state")})
+  ASSERT_TRUE(server_
+                  ->command({"EVAL", "return redis.call('SET', KEYS[1], cmsgpack.pack({'z', '', 0, 1e15, 0}))", "1",
+                             store_->key_of("state")})
                   .ok());
   expect_every_call_fails("state", StatusCode::kDataLoss, "unknown record state");
 }
@@ -105,9 +95,8 @@ TEST_F(RedisBadInput, ScriptsFlushedFromTheServerAreSentAgain) {
 TEST_F(RedisBadInput, IdsOfOneByteTheMaximumLengthAndBinaryBytes) {
   std::string big(1 << 20, '\0');
   for (std::size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>((i * 7919) % 256);
-  const std::vector<std::string> ids = {"x"s,       "\0"s,   std::string(512, 'm'), big,
-                                        "{tag}"s,   "}"s,    "{"s,                  "a}b{c"s,
-                                        "\r\n*1"s,  "%s"s};
+  const std::vector<std::string> ids = {"x"s,      "\0"s, std::string(512, 'm'), big, "{tag}"s, "}"s, "{"s, "a}b{c"s,
+                                        "\r\n*1"s, "%s"s};
   for (const auto& id : ids) {
     auto c = store_->claim(claim(id, "A"));
     ASSERT_TRUE(c.ok()) << c.status().to_string();
@@ -146,7 +135,8 @@ TEST(RedisAuth, PasswordsAndAclUsers) {
   ASSERT_TRUE((*server)->command({"ACL", "SETUSER", "alice", "on", ">alice-pw", "~*", "+@all"}).ok());
   auto alice = open_store_uri("redis://alice:alice-pw@127.0.0.1:" + port);
   ASSERT_TRUE(alice.ok()) << alice.status().to_string();
-  EXPECT_EQ((*alice)->claim({"a", "B", Duration(1000), std::nullopt, t0, std::nullopt})->status, ClaimStatus::kInProgress);
+  EXPECT_EQ((*alice)->claim({"a", "B", Duration(1000), std::nullopt, t0, std::nullopt})->status,
+            ClaimStatus::kInProgress);
   auto bad_user = open_store_uri("redis://alice:wrong@127.0.0.1:" + port);
   EXPECT_EQ(bad_user.status().code(), StatusCode::kInvalidArgument);
 

@@ -14,15 +14,30 @@ namespace idem::redis_test {
 namespace {
 
 using namespace std::string_literals;
-using std::chrono::milliseconds;
 using redis::detail::entity_id_key;
 using redis::detail::entity_keys;
 using redis::detail::key_slot;
+using std::chrono::milliseconds;
 
 const std::vector<std::string>& awkward_keys() {
-  static const std::vector<std::string> keys = {
-      "k",  "}",   "{",    "}{",    "{}",  "a}b", "a%7Db", "%",  "%25", "%7D", "\0"s, "\0}\xff{"s,
-      "}}", "{{}", "x{y}", "order-17", std::string(512, '}'), std::string(600, '\xfe')};
+  static const std::vector<std::string> keys = {"k",
+                                                "}",
+                                                "{",
+                                                "}{",
+                                                "{}",
+                                                "a}b",
+                                                "a%7Db",
+                                                "%",
+                                                "%25",
+                                                "%7D",
+                                                "\0"s,
+                                                "\0}\xff{"s,
+                                                "}}",
+                                                "{{}",
+                                                "x{y}",
+                                                "order-17",
+                                                std::string(512, '}'),
+                                                std::string(600, '\xfe')};
   return keys;
 }
 
@@ -63,17 +78,8 @@ TEST(RedisEntityLayout, LayoutsOfDistinctKeysAndIdsNeverCollide) {
   EXPECT_EQ(all.size(), n);
 }
 
-class RedisEntities : public ::testing::Test {
+class RedisEntities : public WithRedisServer {
  protected:
-  void SetUp() override {
-    auto s = RedisServer::start({});
-    ASSERT_TRUE(s.ok()) << s.status().to_string();
-    server_ = std::move(s).value();
-    options_ = options_for(server_->uri());
-    store_ = open_or_die(options_);
-    ASSERT_NE(store_, nullptr);
-  }
-
   static EntityWrite write(std::string_view key, std::uint64_t expect, std::uint64_t version,
                            std::optional<std::uint64_t> unbuffer = std::nullopt) {
     EntityWrite w;
@@ -101,9 +107,6 @@ class RedisEntities : public ::testing::Test {
 
   ManualClock clock_;
   const TimePoint t0_ = clock_.now();
-  std::unique_ptr<RedisServer> server_;
-  redis::Options options_;
-  std::shared_ptr<redis::RedisStore> store_;
 };
 
 TEST_F(RedisEntities, KeysWithBracesAndTheirEscapesAreDistinctEntities) {

@@ -64,17 +64,8 @@ class CountingStore final : public Store {
   std::shared_ptr<Store> s_;
 };
 
-class RedisLookahead : public ::testing::Test {
+class RedisLookahead : public WithRedisServer {
  protected:
-  void SetUp() override {
-    auto s = RedisServer::start({});
-    ASSERT_TRUE(s.ok()) << s.status().to_string();
-    server_ = std::move(s).value();
-    options_ = options_for(server_->uri());
-    store_ = open_or_die(options_);
-    ASSERT_NE(store_, nullptr);
-  }
-
   ConsumerOptions consumer_options(std::shared_ptr<Store> store, std::string owner = "consumer-1") const {
     ConsumerOptions co;
     co.store = std::move(store);
@@ -94,9 +85,6 @@ class RedisLookahead : public ::testing::Test {
 
   const Duration lease_{10'000};
   std::shared_ptr<ManualClock> clock_ = std::make_shared<ManualClock>();
-  std::unique_ptr<RedisServer> server_;
-  redis::Options options_;
-  std::shared_ptr<redis::RedisStore> store_;
 };
 
 TEST_F(RedisLookahead, RedisStoreDeclaresTheCombinedCall) { EXPECT_TRUE(store_->capabilities().combined_commit_claim); }

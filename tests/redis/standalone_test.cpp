@@ -19,17 +19,8 @@ namespace {
 using namespace std::chrono_literals;
 using std::chrono::milliseconds;
 
-class RedisStandalone : public ::testing::Test {
+class RedisStandalone : public WithRedisServer {
  protected:
-  void SetUp() override {
-    auto s = RedisServer::start({});
-    ASSERT_TRUE(s.ok()) << s.status().to_string();
-    server_ = std::move(s).value();
-    options_ = options_for(server_->uri());
-    store_ = open_or_die(options_);
-    ASSERT_NE(store_, nullptr);
-  }
-
   ClaimRequest claim(std::string_view id, std::string_view owner, TimePoint now) const {
     return ClaimRequest{id, owner, lease_, std::nullopt, now, std::nullopt};
   }
@@ -45,9 +36,6 @@ class RedisStandalone : public ::testing::Test {
   const Duration lease_{10'000};
   const Duration ttl_{3'600'000};
   ManualClock clock_;
-  std::unique_ptr<RedisServer> server_;
-  redis::Options options_;
-  std::shared_ptr<redis::RedisStore> store_;
 };
 
 TEST_F(RedisStandalone, ManyThreadsRacingOnTheSameIdsHaveExactlyOneWinnerEach) {
@@ -69,16 +57,20 @@ TEST_F(RedisStandalone, ManyThreadsRacingOnTheSameIdsHaveExactlyOneWinnerEach) {
         if (t % 2 == 0) {
           for (std::size_t k = 0; k < ids.size(); ++k) {
             auto c = store_->claim(claim(ids[k], owner, t0));
-            if (!c.ok()) errors.fetch_add(1);
-            else if (c->status == ClaimStatus::kNew) winners[i + static_cast<int>(k)].fetch_add(1);
+            if (!c.ok())
+              errors.fetch_add(1);
+            else if (c->status == ClaimStatus::kNew)
+              winners[i + static_cast<int>(k)].fetch_add(1);
           }
         } else {
           std::vector<ClaimRequest> batch;
           for (const auto& id : ids) batch.push_back(claim(id, owner, t0));
           auto out = store_->claim_batch(batch);
           for (std::size_t k = 0; k < out.size(); ++k) {
-            if (!out[k].ok()) errors.fetch_add(1);
-            else if (out[k]->status == ClaimStatus::kNew) winners[i + static_cast<int>(k)].fetch_add(1);
+            if (!out[k].ok())
+              errors.fetch_add(1);
+            else if (out[k]->status == ClaimStatus::kNew)
+              winners[i + static_cast<int>(k)].fetch_add(1);
           }
         }
       }
@@ -224,8 +216,8 @@ TEST_F(RedisStandalone, DatabasesAreSeparate) {
   ASSERT_EQ(s1->claim(claim("x", "A", t0))->status, ClaimStatus::kNew);
   EXPECT_EQ(s2->claim(claim("x", "B", t0))->status, ClaimStatus::kNew);
   EXPECT_EQ(s1->claim(claim("x", "B", t0))->status, ClaimStatus::kInProgress);
-  auto in_db1 = server_->command({"EVAL", "redis.call('SELECT', '1') return redis.call('EXISTS', KEYS[1])", "1",
-                                  s1->key_of("x")});
+  auto in_db1 = server_->command(
+      {"EVAL", "redis.call('SELECT', '1') return redis.call('EXISTS', KEYS[1])", "1", s1->key_of("x")});
   ASSERT_TRUE(in_db1.ok());
   EXPECT_EQ(in_db1->integer, 1);
   auto in_db0 = server_->command({"EXISTS", s1->key_of("x")});

@@ -28,6 +28,24 @@ inline std::shared_ptr<redis::RedisStore> open_or_die(const redis::Options& o) {
   return s.ok() ? std::move(s).value() : nullptr;
 }
 
+// One standalone server started for each test (127.0.0.1, a free port, stopped by
+// PID), options for a store on it with the test's own prefix, and that store.
+class WithRedisServer : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto s = RedisServer::start({});
+    ASSERT_TRUE(s.ok()) << s.status().to_string();
+    server_ = std::move(s).value();
+    options_ = options_for(server_->uri());
+    store_ = open_or_die(options_);
+    ASSERT_NE(store_, nullptr);
+  }
+
+  std::unique_ptr<RedisServer> server_;
+  redis::Options options_;
+  std::shared_ptr<redis::RedisStore> store_;
+};
+
 }  // namespace idem::redis_test
 
 namespace idem::redis_test {
