@@ -9,6 +9,7 @@
 
 #include "cluster/key_slot.hpp"
 #include "entity_layout.hpp"
+#include "support/entity_requests.hpp"
 #include "support/redis_cluster.hpp"
 #include "test_util.hpp"
 
@@ -48,23 +49,11 @@ class RedisClusterEntities : public ::testing::Test {
   }
   static EntityWrite write(std::string_view key, std::uint64_t expect, std::uint64_t version,
                            std::optional<std::uint64_t> unbuffer = std::nullopt) {
-    EntityWrite w;
-    w.key = key;
-    w.expect_revision = expect;
-    w.version = version;
-    w.unbuffer = unbuffer;
-    return w;
+    return testing::ew(key, expect, version, std::nullopt, unbuffer);
   }
   BufferPut put(std::string_view key, std::uint64_t version, std::string_view id, TimePoint now,
                 BufferLimits limits = {}) const {
-    BufferPut p;
-    p.key = key;
-    p.version = version;
-    p.id = id;
-    p.message = "msg";
-    p.now = now;
-    p.limits = limits;
-    return p;
+    return testing::bp(key, version, id, "msg", now, limits);
   }
   // True iff `key` exists on the master that serves its slot.
   bool on_its_master(const std::string& key) {
@@ -167,8 +156,7 @@ TEST_F(RedisClusterEntities, TotalLimitHoldsSequentiallyAndPerKeyLimitUnderRaces
   const TimePoint t0 = clock_.now();
   BufferLimits small;
   small.total = 3;
-  for (int i = 0; i < 3; ++i)
-    ASSERT_TRUE(store_->buffer_put(put("t" + std::to_string(i), 1, "m", t0, small)).is_ok());
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(store_->buffer_put(put("t" + std::to_string(i), 1, "m", t0, small)).is_ok());
   Status over = store_->buffer_put(put("t9", 1, "m", t0, small));
   EXPECT_EQ(over.code(), StatusCode::kResourceExhausted);
   EXPECT_NE(over.message().find("total=3"), std::string::npos) << over.to_string();

@@ -8,6 +8,7 @@
 
 #include "cluster/key_slot.hpp"
 #include "entity_layout.hpp"
+#include "support/entity_requests.hpp"
 #include "test_util.hpp"
 
 namespace idem::redis_test {
@@ -82,22 +83,10 @@ class RedisEntities : public WithRedisServer {
  protected:
   static EntityWrite write(std::string_view key, std::uint64_t expect, std::uint64_t version,
                            std::optional<std::uint64_t> unbuffer = std::nullopt) {
-    EntityWrite w;
-    w.key = key;
-    w.expect_revision = expect;
-    w.version = version;
-    w.unbuffer = unbuffer;
-    return w;
+    return testing::ew(key, expect, version, std::nullopt, unbuffer);
   }
   BufferPut put(std::string_view key, std::uint64_t version, std::string_view id, BufferLimits limits = {}) const {
-    BufferPut p;
-    p.key = key;
-    p.version = version;
-    p.id = id;
-    p.message = "payload";
-    p.now = t0_;
-    p.limits = limits;
-    return p;
+    return testing::bp(key, version, id, "payload", t0_, limits);
   }
   bool exists(const std::string& key) const {
     auto r = server_->command({"EXISTS", key});

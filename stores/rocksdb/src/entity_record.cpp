@@ -2,6 +2,8 @@
 
 #include <type_traits>
 
+#include "little_endian.hpp"
+
 namespace idem::rocksdb::detail {
 namespace {
 
@@ -9,20 +11,6 @@ constexpr std::size_t kEntityHeader = 17;
 constexpr std::size_t kLengthBytes = 4;
 constexpr std::size_t kVersionBytes = 8;
 constexpr std::size_t kBufferValueHeader = 13;
-
-template <class T>
-void put_le(std::string& out, T v) {
-  auto u = static_cast<std::make_unsigned_t<T>>(v);
-  for (std::size_t i = 0; i < sizeof(T); ++i) out.push_back(static_cast<char>((u >> (8 * i)) & 0xff));
-}
-
-template <class T>
-T get_le(std::string_view in, std::size_t at) {
-  std::make_unsigned_t<T> u = 0;
-  for (std::size_t i = 0; i < sizeof(T); ++i)
-    u |= static_cast<std::make_unsigned_t<T>>(static_cast<unsigned char>(in[at + i])) << (8 * i);
-  return static_cast<T>(u);
-}
 
 template <class T>
 void put_be(std::string& out, T v) {
@@ -105,7 +93,8 @@ std::optional<BufferValueParts> decode_buffer_value(std::string_view v) {
   if (v.size() < kBufferValueHeader || static_cast<unsigned char>(v[0]) != kEntityFormat) return std::nullopt;
   const std::uint32_t n = get_le<std::uint32_t>(v, 9);
   if (v.size() - kBufferValueHeader < n) return std::nullopt;
-  return BufferValueParts{get_le<std::int64_t>(v, 1), v.substr(kBufferValueHeader, n), v.substr(kBufferValueHeader + n)};
+  return BufferValueParts{get_le<std::int64_t>(v, 1), v.substr(kBufferValueHeader, n),
+                          v.substr(kBufferValueHeader + n)};
 }
 
 }  // namespace idem::rocksdb::detail

@@ -1,25 +1,13 @@
 #include "record.hpp"
 
+#include "little_endian.hpp"
+
 namespace idem::rocksdb::detail {
 namespace {
 
 constexpr std::size_t kHeader = 10;
 constexpr unsigned char kHasFingerprint = 1;
 constexpr unsigned char kHasResult = 2;
-
-template <class T>
-void put_le(std::string& out, T v) {
-  auto u = static_cast<std::make_unsigned_t<T>>(v);
-  for (std::size_t i = 0; i < sizeof(T); ++i) out.push_back(static_cast<char>((u >> (8 * i)) & 0xff));
-}
-
-template <class T>
-T get_le(std::string_view in, std::size_t at) {
-  std::make_unsigned_t<T> u = 0;
-  for (std::size_t i = 0; i < sizeof(T); ++i)
-    u |= static_cast<std::make_unsigned_t<T>>(static_cast<unsigned char>(in[at + i])) << (8 * i);
-  return static_cast<T>(u);
-}
 
 void put_header(std::string& out, RecordKind kind, std::int64_t expires_ms) {
   out.push_back(static_cast<char>(kRecordFormat));
