@@ -74,14 +74,14 @@ struct Options {
 //
 // Purge: purge_expired(now, max_records) is a rotating scan over the primary key. The
 // store keeps a cursor (the last id read, in memory; the first row after open). Each
-// call, in one short write transaction, reads at most 8 × max_records + 64 rows in id
+// call, in one short write transaction, reads at most 4 × max_records + 64 rows in id
 // order from the cursor, wrapping to the first row past the last (never reading a row
 // twice in one call), deletes those expired at `now` (a done record or retry count
 // past its ttl, an abandoned shared lease), at most max_records, and moves the cursor
 // to the last row read. With leases=local it then drops expired in-memory leases, up
 // to the rest of max_records. So each call does bounded work; every record expired at
 // `now` is gone after at most one full sweep of the cursor over the table (each call
-// moves it on by 8 × max_records + 64 rows, or past max_records deleted ones); live
+// moves it on by 4 × max_records + 64 rows, or past max_records deleted ones); live
 // records are never removed. An expired record not yet purged is still answered
 // as expired by claim and inspect: purging only reclaims space.
 StatusOr<std::shared_ptr<Store>> open(const Options& options);
