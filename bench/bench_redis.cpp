@@ -9,7 +9,16 @@
 //   consumer_plain     the same Consumer with process(m): two round trips
 //   raw_pipe_setnx     SET NX PX pipelined, --batch per round trip
 //   idem_batch         claim_batch + commit_batch per --batch messages
-// and the same idem paths on a 3-master cluster vs the single node.
+//   floor_seq_cas      the least Redis 7.0 allows for one sequential message with an
+//                      owner-checked commit: one round trip carrying a minimal Lua
+//                      commit (SET … GET, then a prefix compare) and the next SET NX PX,
+//                      raw hiredis, no record encoding
+//   floor_batch_cas    the same per --batch messages: the SET NX PX pipelined, then
+//                      one minimal Lua script committing them all (two round trips,
+//                      as idem_batch)
+// and the same idem paths on a 3-master cluster vs the single node. Redis 7.0 has no
+// compare-and-set command (SET IFEQ came in 8.4), so a commit that must check its
+// owner runs a script; the floor rows show what that costs before idem adds anything.
 // By default the bench starts its own servers (redis-server on 127.0.0.1, free ports)
 // and pins itself and them to one CPU (--cpu), so that every path pays the same
 // loopback scheduling; --uri / --cluster-uri use running servers instead.
@@ -101,8 +110,8 @@ std::shared_ptr<idem::redis::RedisStore> store_of(const idem::redis::Options& o)
 }
 
 const Duration kLease{30'000};
-const std::size_t kSeqChunk = 500;     // messages per interleaved chunk, sequential paths
-const std::size_t kBatChunk = 5'000;   // messages per interleaved chunk, batched paths
+const std::size_t kSeqChunk = 500;    // messages per interleaved chunk, sequential paths
+const std::size_t kBatChunk = 5'000;  // messages per interleaved chunk, batched paths
 const Duration kTtl{600'000};
 
 CommitRequest commit_of(const std::string& id, idem::TimePoint now) {
@@ -120,6 +129,67 @@ void expect_new(const idem::StatusOr<idem::ClaimResult>& c) {
 }
 void expect_ok(const idem::Status& s) {
   if (!s.is_ok()) die(s.to_string());
+}
+
+// The floor rows' commit: KEYS the records; ARGV px, the owner's lease prefix, then one
+// value per key. Writes each value, checking that the old one was absent or this
+// owner's lease (the check idem's commit makes); answers one byte per key.
+const char* const kFloorCommit = R"lua(
+local codes = {}
+for i, k in ipairs(KEYS) do
+  local old = redis.call('SET', k, ARGV[2 + i], 'PX', ARGV[1], 'GET')
+  codes[i] = (not old or string.sub(old, 1, #ARGV[2]) == ARGV[2]) and '0' or '2'
+end
+return table.concat(codes)
+)lua";
+const std::string kFloorLease = "i:bench-lease-0000000000000000";  // about idem's sizes
+const std::string kFloorDone = "c:bench-done-00000000000000000000";
+
+std::string load_floor_script(idem::redis::detail::Connection& c) {
+  auto r = c.call({"SCRIPT", "LOAD", kFloorCommit});
+  if (!r.ok() || r->type != idem::redis::detail::Reply::Type::kString) die("SCRIPT LOAD failed");
+  return r->str;
+}
+
+void expect_committed(const idem::StatusOr<idem::redis::detail::Reply>& r, std::size_t n) {
+  if (!r.ok() || r->type != idem::redis::detail::Reply::Type::kString || r->str != std::string(n, '0'))
+    die("floor commit failed");
+}
+
+void floor_seq(idem::redis::detail::Connection& c, const std::string& sha, const std::vector<std::string>& ids) {
+  const std::string px = std::to_string(kTtl.count()), lease_px = std::to_string(kLease.count());
+  auto claim = [&](const std::string& id) {
+    c.append({"SET", "floor:{" + id + "}", kFloorLease, "NX", "PX", lease_px});
+  };
+  claim(ids.front());
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    if (i > 0) expect_committed(c.read(), 1);
+    auto granted = c.read();
+    if (!granted.ok() || granted->is_error()) die("floor claim failed");
+    c.append({"EVALSHA", sha, "1", "floor:{" + ids[i] + "}", px, "i", kFloorDone});
+    if (i + 1 < ids.size()) claim(ids[i + 1]);
+  }
+  expect_committed(c.read(), 1);
+}
+
+void floor_batch(idem::redis::detail::Connection& c, const std::string& sha, const std::vector<std::string>& ids,
+                 std::size_t batch) {
+  const std::string px = std::to_string(kTtl.count()), lease_px = std::to_string(kLease.count());
+  for (std::size_t i = 0; i < ids.size(); i += batch) {
+    const std::size_t end = std::min(ids.size(), i + batch);
+    for (std::size_t k = i; k < end; ++k)
+      c.append({"SET", "floor:{" + ids[k] + "}", kFloorLease, "NX", "PX", lease_px});
+    for (std::size_t k = i; k < end; ++k) {
+      auto r = c.read();
+      if (!r.ok() || r->is_error()) die("floor claim failed");
+    }
+    std::vector<std::string> argv = {"EVALSHA", sha, std::to_string(end - i)};
+    for (std::size_t k = i; k < end; ++k) argv.push_back("floor:{" + ids[k] + "}");
+    argv.push_back(px);
+    argv.push_back("i");
+    for (std::size_t k = i; k < end; ++k) argv.push_back(kFloorDone);
+    expect_committed(c.call(argv), end - i);
+  }
 }
 
 // One measured run of `path` over n fresh ids; returns messages per second.
@@ -309,6 +379,7 @@ int main(int argc, char** argv) {
               cfg.cpu >= 0 ? std::to_string(cfg.cpu).c_str() : "not pinned");
 
   const std::size_t seq = cfg.messages, bat = cfg.batch_messages, b = cfg.batch;
+  const std::string floor_sha = load_floor_script(*raw);
   auto ahead = consumer_of(store);
   auto plain = consumer_of(store);
   const auto single = measure(
@@ -320,8 +391,13 @@ int main(int argc, char** argv) {
           {"consumer_plain (2 RTT)", seq, kSeqChunk, [&](const auto& ids) { consumer_plain(plain, ids); }},
           {"raw_pipe_setnx", bat, kBatChunk, [&](const auto& ids) { raw_pipe(*raw, ids, b); }},
           {"idem_batch", bat, kBatChunk, [&](const auto& ids) { idem_batch(*store, ids, b); }},
+          {"floor_seq_cas (1 RTT)", seq, kSeqChunk, [&](const auto& ids) { floor_seq(*raw, floor_sha, ids); }},
+          {"floor_batch_cas", bat, kBatChunk, [&](const auto& ids) { floor_batch(*raw, floor_sha, ids, b); }},
       },
-      cfg.repeat, flush);
+      cfg.repeat, [&] {
+        flush();
+        if (load_floor_script(*raw) != floor_sha) die("SCRIPT LOAD changed");
+      });
   print("single node", single);
   std::printf("\n");
   check("idem_batch / raw_pipe_setnx", single[6].rate / single[5].rate, 0.5);
@@ -332,6 +408,14 @@ int main(int argc, char** argv) {
               single[4].rate / single[0].rate);
   std::printf("%-62s %6.2f  (the two-round-trip path, for reference)\n", "idem_seq_naive / raw_seq_setnx",
               single[1].rate / single[0].rate);
+  std::printf("%-62s %6.2f  (Redis 7.0's floor for the sequential target)\n", "floor_seq_cas / raw_seq_setnx",
+              single[7].rate / single[0].rate);
+  std::printf("%-62s %6.2f  (Redis 7.0's floor for the batch target)\n", "floor_batch_cas / raw_pipe_setnx",
+              single[8].rate / single[5].rate);
+  std::printf("%-62s %6.2f  (what idem adds to the floor)\n", "consumer_lookahead / floor_seq_cas",
+              single[3].rate / single[7].rate);
+  std::printf("%-62s %6.2f  (what idem adds to the floor)\n", "idem_batch / floor_batch_cas",
+              single[6].rate / single[8].rate);
 
   if (cfg.cluster) {
     const auto co = options_of(cfg.cluster_uri);
