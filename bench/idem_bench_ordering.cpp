@@ -13,6 +13,12 @@
 //            valid, no ordering, the in-order stream               target on sqlite: ≥ 0.80× dedup
 // The same four rows again with the suffix _b use Consumer::process_batch of --batch
 // deliveries (default 1000); the same targets hold between them (inorder_b / dedup_b …).
+// On sqlite two more rows measure the floor of inorder / dedup with plain SQLite, no
+// idem code, the same pragmas (WAL, synchronous=NORMAL, exclusive locking):
+//   raw_dedup    per delivery: SELECT its id's row, then one transaction inserting it
+//   raw_inorder  the same, plus a SELECT of the key's version and, in the same
+//                transaction, an upsert of the key's row: the least a durable per-key
+//                version costs per message (reported: raw_inorder / raw_dedup)
 // Single thread, Consumer::process per delivery, system clock, default options. Each row
 // runs --repeat times (rows interleaved) and the median rate is reported. The memory
 // rows use a stream --memory-scale times longer (default 10), so that they run long
@@ -24,6 +30,7 @@
 //
 // Exit status: 0 ok; 1 a row miscounted or the handler saw a version out of order or
 // twice; 2 the run could not go on; 3 with --strict when a target failed.
+#include <sqlite3.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -188,7 +195,7 @@ struct Result {
   }
 };
 
-enum class Mode { kDedup, kStrict, kMachine };
+enum class Mode { kDedup, kStrict, kMachine, kRawDedup, kRawInorder };
 
 #ifdef IDEM_BENCH_WITH_MACHINE
 std::shared_ptr<const StateGate> two_state_machine() {
@@ -204,6 +211,79 @@ std::shared_ptr<const StateGate> two_state_machine() {
   return machine_gate(std::move(*b.table));
 }
 #endif
+
+// The raw_dedup / raw_inorder rows (see the file comment) on a fresh database at path.
+Result run_raw_sqlite(const std::string& path, bool with_entity, const std::vector<BMsg>& stream, const Streams& s) {
+  Result r;
+  sqlite3* db = nullptr;
+  auto fail = [&](const std::string& what) {
+    r.error = what + ": " + (db != nullptr ? sqlite3_errmsg(db) : "out of memory");
+    sqlite3_close_v2(db);
+    return r;
+  };
+  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr) != SQLITE_OK)
+    return fail("open " + path);
+  for (const char* sql :
+       {"PRAGMA locking_mode=EXCLUSIVE", "PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL",
+        "PRAGMA cache_size=-65536", "CREATE TABLE done(id TEXT PRIMARY KEY, expires INTEGER NOT NULL) WITHOUT ROWID",
+        "CREATE TABLE entity(key TEXT PRIMARY KEY, version INTEGER NOT NULL) WITHOUT ROWID"}) {
+    if (sqlite3_exec(db, sql, nullptr, nullptr, nullptr) != SQLITE_OK) return fail(sql);
+  }
+  const char* sqls[] = {"SELECT expires FROM done WHERE id = ?1",
+                        "SELECT version FROM entity WHERE key = ?1",
+                        "BEGIN",
+                        "INSERT INTO done(id, expires) VALUES(?1, ?2)",
+                        "INSERT OR REPLACE INTO entity(key, version) VALUES(?1, ?2)",
+                        "COMMIT"};
+  std::vector<sqlite3_stmt*> st(std::size(sqls), nullptr);
+  for (std::size_t i = 0; i < st.size(); ++i) {
+    if (sqlite3_prepare_v3(db, sqls[i], -1, SQLITE_PREPARE_PERSISTENT, &st[i], nullptr) != SQLITE_OK)
+      return fail(sqls[i]);
+  }
+  auto text = [](sqlite3_stmt* q, int at, std::string_view v) {
+    sqlite3_bind_text(q, at, v.data(), static_cast<int>(v.size()), SQLITE_STATIC);
+  };
+  auto step = [&](sqlite3_stmt* q) {
+    int rc = sqlite3_step(q);
+    while (rc == SQLITE_ROW) rc = sqlite3_step(q);
+    sqlite3_reset(q);
+    return rc == SQLITE_DONE;
+  };
+  std::vector<std::uint64_t> last(s.keys, 0);
+  const auto wall0 = std::chrono::steady_clock::now();
+  const double cpu0 = cpu_now();
+  bool ok = true;
+  for (const BMsg& m : stream) {
+    text(st[0], 1, m.id);
+    ok = step(st[0]);
+    if (with_entity) {
+      text(st[1], 1, m.key);
+      ok = ok && step(st[1]);
+    }
+    ok = ok && step(st[2]);
+    text(st[3], 1, m.id);
+    sqlite3_bind_int64(st[3], 2, static_cast<std::int64_t>(m.version) + 86'400'000);
+    ok = ok && step(st[3]);
+    if (with_entity) {
+      text(st[4], 1, m.key);
+      sqlite3_bind_int64(st[4], 2, static_cast<std::int64_t>(m.version));
+      ok = ok && step(st[4]);
+    }
+    ok = ok && step(st[5]);
+    if (!ok) break;
+    if (m.version != last[m.key_index] + 1) ++r.order_errors;
+    last[m.key_index] = m.version;
+    ++r.processed;
+  }
+  r.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+  r.cpu_seconds = cpu_now() - cpu0;
+  r.messages = stream.size();
+  r.complete = std::all_of(last.begin(), last.end(), [&](std::uint64_t v) { return v == s.versions; });
+  if (!ok) r.error = std::string("raw sqlite: ") + sqlite3_errmsg(db);
+  for (sqlite3_stmt* q : st) sqlite3_finalize(q);
+  sqlite3_close_v2(db);
+  return r;
+}
 
 // batch 0: Consumer::process per delivery; else process_batch of `batch` deliveries.
 Result run(const std::string& uri, Mode mode, const std::vector<BMsg>& stream, const Streams& s, std::size_t batch) {
@@ -315,8 +395,9 @@ struct Target {
 
 const Target kTargets[] = {
     {"inorder", "dedup", 0.8, nullptr},       {"early30", "inorder", 0.5, nullptr},
-    {"machine", "dedup", 0.8, "sqlite"},      {"inorder_b", "dedup_b", 0.8, nullptr},
-    {"early30_b", "inorder_b", 0.5, nullptr}, {"machine_b", "dedup_b", 0.8, "sqlite"},
+    {"raw_inorder", "raw_dedup", 0, nullptr}, {"machine", "dedup", 0.8, "sqlite"},
+    {"inorder_b", "dedup_b", 0.8, nullptr},   {"early30_b", "inorder_b", 0.5, nullptr},
+    {"machine_b", "dedup_b", 0.8, "sqlite"},
 };
 
 const Row* find_row(const std::vector<Row>& rows, const std::string& store, const std::string& kind) {
@@ -482,6 +563,10 @@ int main(int argc, char** argv) {
 #ifdef IDEM_BENCH_WITH_MACHINE
       plan.push_back({st, "machine" + tail, Mode::kMachine, &x.in_order, &x, b});
 #endif
+      if (st == "sqlite" && b == 0) {
+        plan.push_back({st, "raw_dedup", Mode::kRawDedup, &x.in_order, &x, 0});
+        plan.push_back({st, "raw_inorder", Mode::kRawInorder, &x.in_order, &x, 0});
+      }
       if (batch == 0) break;
     }
   }
@@ -496,7 +581,9 @@ int main(int argc, char** argv) {
       std::filesystem::remove_all(where, ec);
       std::string uri = p.store == "memory" ? std::string("memory:") : p.store + ":" + where.string();
       std::fprintf(stderr, "run %d/%d %-8s %-10s ...", rep + 1, repeat, p.store.c_str(), p.kind.c_str());
-      Result r = run(uri, p.mode, *p.stream, *p.streams, p.batch);
+      const bool raw = p.mode == Mode::kRawDedup || p.mode == Mode::kRawInorder;
+      Result r = raw ? run_raw_sqlite(where.string(), p.mode == Mode::kRawInorder, *p.stream, *p.streams)
+                     : run(uri, p.mode, *p.stream, *p.streams, p.batch);
       std::filesystem::remove_all(where, ec);
       for (const char* suffix : {"-wal", "-shm"}) std::filesystem::remove(where.string() + suffix, ec);
       if (!r.error.empty() && r.error.find("unknown") != std::string::npos &&
