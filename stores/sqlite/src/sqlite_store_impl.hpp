@@ -8,6 +8,8 @@
 #include <sqlite3.h>
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -124,7 +126,11 @@ class SqliteStore final : public Store, public std::enable_shared_from_this<Sqli
   StatusOr<std::optional<Row>> read_row(std::string_view id);
   // The lease on id, live or expired, from the lease table (local) or the row (shared).
   std::optional<Lease> lease_of(std::string_view id, const std::optional<Row>& row) const;
-  StatusOr<ClaimResult> claim_one(const ClaimRequest& q);
+  // `seen`: entity records already read in the same transaction (claim_batch), by
+  // key; the claim uses and fills it instead of reading a key again (nothing writes an
+  // entity record between the claims of one transaction).
+  StatusOr<ClaimResult> claim_one(const ClaimRequest& q,
+                                  std::map<std::string, EntityRecord, std::less<>>* seen = nullptr);
   Status commit_one(const CommitRequest& q);
   // commit_one, then (if q.entity) the entity write and its buffer removal, with the
   // fault points of a commit between them. REQUIRES: a write transaction, which the
@@ -178,7 +184,7 @@ class SqliteStore final : public Store, public std::enable_shared_from_this<Sqli
   Connection conn_;  // declared first: closed after the statements are finalized
   Options options_;
   std::recursive_mutex mu_;
-  LeaseMap leases_;             // LeaseMode::kLocal only
+  LeaseMap leases_;               // LeaseMode::kLocal only
   std::size_t lease_cursor_ = 0;  // the bucket of leases_ where purge_leases goes on
   // The rotating purge scan goes on after this id; nullopt: at the first row.
   std::optional<std::string> purge_cursor_;
