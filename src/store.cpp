@@ -43,6 +43,12 @@ Status no_entities() { return failed_precondition("this store keeps no entity re
 StatusOr<EntityRecord> Store::read_entity(std::string_view) { return no_entities(); }
 Status Store::write_entity(const EntityWrite&) { return no_entities(); }
 Status Store::buffer_put(const BufferPut&) { return no_entities(); }
+std::vector<Status> Store::buffer_put_batch(std::span<const BufferPut> puts) {
+  std::vector<Status> out;
+  out.reserve(puts.size());
+  for (const BufferPut& p : puts) out.push_back(buffer_put(p));
+  return out;
+}
 StatusOr<std::vector<BufferEntry>> Store::buffer_read(std::string_view, std::size_t) { return no_entities(); }
 Status Store::buffer_remove(std::string_view, std::uint64_t) { return no_entities(); }
 StatusOr<BufferSummary> Store::buffer_summary(std::size_t) { return no_entities(); }

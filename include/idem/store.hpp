@@ -220,6 +220,10 @@ class Store {
   // id. Returns kFailedPrecondition if it holds another id, kResourceExhausted
   // (naming the limit) if the entry would exceed put.limits; nothing is stored then.
   virtual Status buffer_put(const BufferPut& put);
+  // The same answers as one buffer_put per element, in order (a later put sees the
+  // earlier ones: their limits, their versions), in as few transactions as the store
+  // allows. Default: the loop.
+  virtual std::vector<Status> buffer_put_batch(std::span<const BufferPut> puts);
   // Returns up to max entries of key, by ascending version.
   virtual StatusOr<std::vector<BufferEntry>> buffer_read(std::string_view key, std::size_t max);
   // Removes the entry (key, version); OK if absent.

@@ -522,6 +522,54 @@ TEST_P(StoreConformance, EntityBufferPerKeyLimit) {
   EXPECT_TRUE(store().buffer_put(bp("k", 3, "m3", "c", t0, limits)).is_ok());
 }
 
+// buffer_put_batch answers as one buffer_put per element, in order: a later put sees
+// the earlier ones (their versions, the limits they use up).
+TEST_P(StoreConformance, EntityBufferPutBatchAnswersAsOnePutPerElement) {
+  if (!caps().entities) {
+    expect_no_entities(store());
+    const std::vector<BufferPut> one = {bp("k", 2, "m2", "x", clock_.now())};
+    EXPECT_EQ(store().buffer_put_batch(one).at(0).code(), StatusCode::kFailedPrecondition);
+    return;
+  }
+  const TimePoint t0 = clock_.now();
+  const BufferLimits limits{.per_key = 2, .total = 100, .total_bytes = 1 << 20};
+  // The same sequence on keys k/j as one batch, and on keys k1/j1 one put at a time.
+  auto sequence = [&](std::string_view k, std::string_view j) {
+    return std::vector<BufferPut>{
+        bp(k, 2, "m2", "two", t0, limits),    // stored
+        bp(k, 2, "m2", "two", t0, limits),    // the same id again: OK, nothing stored
+        bp(k, 2, "other", "x", t0, limits),   // another id holds version 2
+        bp(k, 3, "", "x", t0, limits),        // no id
+        bp(k, 3, "m3", "three", t0, limits),  // stored: the second entry of k
+        bp(k, 4, "m4", "four", t0, limits),   // over per_key, counting the earlier puts
+        bp(j, 9, "n9", "nine", t0, limits),   // stored: the limit is per key
+    };
+  };
+  const auto batch = sequence("k", "j");
+  const auto answers = store().buffer_put_batch(batch);
+  ASSERT_EQ(answers.size(), batch.size());
+  const StatusCode expected[] = {StatusCode::kOk,
+                                 StatusCode::kOk,
+                                 StatusCode::kFailedPrecondition,
+                                 StatusCode::kInvalidArgument,
+                                 StatusCode::kOk,
+                                 StatusCode::kResourceExhausted,
+                                 StatusCode::kOk};
+  for (std::size_t i = 0; i < answers.size(); ++i)
+    EXPECT_EQ(answers[i].code(), expected[i]) << i << " " << answers[i].to_string();
+  const auto singles = sequence("k1", "j1");
+  for (std::size_t i = 0; i < singles.size(); ++i)
+    EXPECT_EQ(store().buffer_put(singles[i]).code(), answers[i].code()) << "put " << i << " alone";
+  EXPECT_EQ(versions(buffered(store(), "k")), (std::vector<std::uint64_t>{2, 3}));
+  EXPECT_EQ(buffered(store(), "k")[0].id, "m2");
+  EXPECT_EQ(versions(buffered(store(), "j")), (std::vector<std::uint64_t>{9}));
+  const BufferSummary sum = summary(store());
+  EXPECT_EQ(sum.count, 6u);
+  EXPECT_EQ(sum.bytes,
+            2 * (entry_bytes("k", "m2", "two") + entry_bytes("k", "m3", "three") + entry_bytes("j", "n9", "nine")) +
+                3 /* the "1" of k1, k1, j1 */);
+}
+
 TEST_P(StoreConformance, EntityBufferTotalLimit) {
   if (!caps().entities) return expect_no_entities(store());
   const TimePoint t0 = clock_.now();

@@ -71,15 +71,16 @@ class FrontStore final : public Store {
   StatusOr<EntityRecord> read_entity(std::string_view key) override { return durable_->read_entity(key); }
   Status write_entity(const EntityWrite& write) override { return durable_->write_entity(write); }
   Status buffer_put(const BufferPut& put) override { return durable_->buffer_put(put); }
+  std::vector<Status> buffer_put_batch(std::span<const BufferPut> puts) override {
+    return durable_->buffer_put_batch(puts);
+  }
   StatusOr<std::vector<BufferEntry>> buffer_read(std::string_view key, std::size_t max) override {
     return durable_->buffer_read(key, max);
   }
   Status buffer_remove(std::string_view key, std::uint64_t version) override {
     return durable_->buffer_remove(key, version);
   }
-  StatusOr<BufferSummary> buffer_summary(std::size_t max_keys) override {
-    return durable_->buffer_summary(max_keys);
-  }
+  StatusOr<BufferSummary> buffer_summary(std::size_t max_keys) override { return durable_->buffer_summary(max_keys); }
 
   // Adds id before its record is written (so a negative never hides a record).
   void note(std::string_view id, std::int64_t now_ms, std::int64_t expires_ms) {

@@ -13,7 +13,8 @@ namespace {
 constexpr std::string_view kSelectEntity = "SELECT revision, version, state FROM idem_entities WHERE key = ?1";
 // The first write of a key (expect_revision 0); changes() == 0: the key has a record.
 constexpr std::string_view kInsertEntity =
-    "INSERT OR IGNORE INTO idem_entities(key, revision, version, state) VALUES(?1, 1, coalesce(?2, 0), coalesce(?3, x''))";
+    "INSERT OR IGNORE INTO idem_entities(key, revision, version, state) VALUES(?1, 1, coalesce(?2, 0), coalesce(?3, "
+    "x''))";
 // A later write; changes() == 0: the revision moved (or the key has no record).
 constexpr std::string_view kUpdateEntity =
     "UPDATE idem_entities SET revision = revision + 1, version = coalesce(?3, version), state = coalesce(?4, state)"
@@ -23,8 +24,7 @@ constexpr std::string_view kPutEntity =
     "INSERT OR REPLACE INTO idem_entities(key, revision, version, state) VALUES(?1, ?2, ?3, ?4)";
 constexpr std::string_view kBufferGet = "SELECT id FROM idem_buffer WHERE key = ?1 AND version = ?2";
 // Entries of key ?1, counted up to ?2 (a range of the primary key, never more rows).
-constexpr std::string_view kBufferKeyCount =
-    "SELECT count(*) FROM (SELECT 1 FROM idem_buffer WHERE key = ?1 LIMIT ?2)";
+constexpr std::string_view kBufferKeyCount = "SELECT count(*) FROM (SELECT 1 FROM idem_buffer WHERE key = ?1 LIMIT ?2)";
 constexpr std::string_view kBufferInsert =
     "INSERT INTO idem_buffer(key, version, id, message, buffered_ns) VALUES(?1, ?2, ?3, ?4, ?5)";
 constexpr std::string_view kBufferDelete =
@@ -70,18 +70,10 @@ Status check_entity_write(const EntityWrite& w) {
 
 std::vector<std::pair<Statement*, std::string_view>> SqliteStore::entity_statements() {
   return {
-      {&select_entity_, kSelectEntity},
-      {&insert_entity_, kInsertEntity},
-      {&update_entity_, kUpdateEntity},
-      {&put_entity_, kPutEntity},
-      {&buffer_get_, kBufferGet},
-      {&buffer_key_count_, kBufferKeyCount},
-      {&buffer_insert_, kBufferInsert},
-      {&buffer_delete_, kBufferDelete},
-      {&buffer_low_, kBufferLow},
-      {&buffer_high_, kBufferHigh},
-      {&buffer_keys_, kBufferKeys},
-      {&totals_, kTotals},
+      {&select_entity_, kSelectEntity}, {&insert_entity_, kInsertEntity}, {&update_entity_, kUpdateEntity},
+      {&put_entity_, kPutEntity},       {&buffer_get_, kBufferGet},       {&buffer_key_count_, kBufferKeyCount},
+      {&buffer_insert_, kBufferInsert}, {&buffer_delete_, kBufferDelete}, {&buffer_low_, kBufferLow},
+      {&buffer_high_, kBufferHigh},     {&buffer_keys_, kBufferKeys},     {&totals_, kTotals},
       {&totals_add_, kTotalsAdd},
   };
 }
@@ -236,15 +228,43 @@ Status SqliteStore::buffer_put_one(const BufferPut& p) {
   return Status::ok();
 }
 
-Status SqliteStore::buffer_put(const BufferPut& p) {
+namespace {
+Status check_put(const BufferPut& p) {
   if (p.key.empty()) return invalid_argument("buffer_put: empty key");
   if (p.version == 0) return invalid_argument("buffer_put: version must be > 0");
   if (p.id.empty()) return invalid_argument("buffer_put: empty id");
+  return Status::ok();
+}
+}  // namespace
+
+Status SqliteStore::buffer_put(const BufferPut& p) {
+  if (Status s = check_put(p); !s.is_ok()) return s;
   std::lock_guard lock(mu_);
   WriteScope scope(*this);
   if (Status s = scope.start(); !s.is_ok()) return s;
   if (Status s = buffer_put_one(p); !s.is_ok()) return s;
   return scope.finish();
+}
+
+std::vector<Status> SqliteStore::buffer_put_batch(std::span<const BufferPut> puts) {
+  std::vector<Status> out;
+  out.reserve(puts.size());
+  auto fail_all = [&](const Status& s) { return std::vector<Status>(puts.size(), s); };
+  std::lock_guard lock(mu_);
+  WriteScope scope(*this);
+  if (Status s = scope.start(); !s.is_ok()) return fail_all(s);
+  for (const BufferPut& p : puts) {
+    Status s = check_put(p);
+    // buffer_put_one answers a conflict or a limit before it writes anything.
+    if (s.is_ok()) s = buffer_put_one(p);
+    const StatusCode code = s.code();
+    if (!s.is_ok() && code != StatusCode::kInvalidArgument && code != StatusCode::kFailedPrecondition &&
+        code != StatusCode::kResourceExhausted)
+      return fail_all(s);  // an error of SQLite: nothing of the batch is kept
+    out.push_back(std::move(s));
+  }
+  if (Status s = scope.finish(); !s.is_ok()) return fail_all(s);
+  return out;
 }
 
 Status SqliteStore::read_buffered(std::string_view key, bool high, std::size_t max, std::vector<BufferEntry>& out) {
