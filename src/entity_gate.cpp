@@ -101,9 +101,25 @@ std::optional<Decision> Pipeline::gate(const MessageView& m, const ClaimResult& 
 
 Decision Pipeline::buffer_early(const MessageView& m, std::optional<std::uint64_t> fp, HandlerThunk h,
                                 std::size_t index, std::uint64_t expected) {
-  const std::string message = frame_buffered(m.event.value_or(""), h.encode(h.self, index));
+  std::string message = frame_buffered(m.event.value_or(""), h.encode(h.self, index));
+  if (deferred_puts_ != nullptr) {
+    deferred_puts_->push_back({index, expected, std::move(message), last_});
+    return Decision::ack(Reason::kBuffered);  // a placeholder: the batch decides once the put answers
+  }
   BufferPut put{*m.key, *m.version, *m.id, message, last_, o_.ordering.limits};
   Status s = timed_store([&] { return impl_.store->buffer_put(put); });
+  Decision d = after_buffer_put(m, fp, s, expected);
+  if (s.is_ok()) {
+    // The predecessor may have been committed (by another consumer) after our claim
+    // read the entity and before the entry was stored: then nobody else will drain it.
+    drain(*m.key, h);
+    advanced_ = false;  // drained here already
+  }
+  return d;
+}
+
+Decision Pipeline::after_buffer_put(const MessageView& m, std::optional<std::uint64_t> fp, const Status& s,
+                                    std::uint64_t expected) {
   if (s.code() == StatusCode::kFailedPrecondition) {
     return dead_letter_now(
         *m.id, fp, nullptr, Reason::kBadMessage,
@@ -117,10 +133,6 @@ Decision Pipeline::buffer_early(const MessageView& m, std::optional<std::uint64_
     return d;
   }
   if (!s.is_ok()) return store_failure(s);
-  // The predecessor may have been committed (by another consumer) after our claim read
-  // the entity and before the entry was stored: then nobody else will drain it.
-  drain(*m.key, h);
-  advanced_ = false;  // drained here already
   // A non-durable store would lose the buffered message in a crash: the delivery stays
   // unacked (hold) and on_buffered reports when it has been processed.
   Decision d =

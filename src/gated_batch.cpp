@@ -15,10 +15,19 @@
 // (stale, early, an invalid transition, a handler failure, a lost lease) takes the
 // single-message path, which may itself write the entity; if its key has pending
 // commits they land first, so that the store holds what the projection says.
+//
+// Under strict ordering on a store with entity_chains, the buffered successors of a
+// key run inside the batch too ("absorbed"): when the key's buffer holds the version
+// its projection expects next (found by an early message of the key, and before the
+// batch's final commit), those entries are claimed in one batch claim, run, and their
+// commits (each removing its buffer entry) chain on the key's pending writes, as
+// drain() would run them one transaction at a time once those writes had landed.
 #include <algorithm>
+#include <deque>
 #include <unordered_map>
 #include <unordered_set>
 
+#include "buffer_frame.hpp"
 #include "pipeline.hpp"
 
 namespace idem::detail {
@@ -53,6 +62,23 @@ namespace {
 struct Projection {
   EntityRecord record;
   bool known = false;  // false: read it from the store (the claim's copy may be stale)
+};
+
+// A buffered successor run inside the batch; its commit is among the pending ones.
+struct Absorbed {
+  BufferEntry entry;
+  Gate gate;  // views into entry
+  Run run;
+};
+
+// Buffer entries read at a time when looking for successors to absorb.
+constexpr std::size_t kAbsorbAhead = 16;
+
+// What out_of_turn did with a message.
+enum class Turn {
+  kDecided,  // decided (stale, too far ahead, buffered)
+  kSingle,   // take the single-message path
+  kRecheck,  // buffered successors were absorbed: the projection moved, gate it again
 };
 
 }  // namespace
@@ -104,11 +130,17 @@ std::vector<Decision> Pipeline::process_batch_gated(std::span<const MessageView>
   std::unordered_set<std::string_view> stale_keys;  // changed in the store outside the projection
   std::unordered_set<std::string_view> drain_keys;  // strict: a version landed; drain after
   std::vector<CommitRequest> commits;
-  std::vector<std::size_t> commit_index;
-  std::unordered_set<std::string_view> pending_keys;  // keys with a write among `commits`
+  std::vector<std::size_t> commit_index;  // into ms, or ms.size() + an index into absorbed
+  std::deque<Absorbed> absorbed;          // stable addresses: commits view into them
+  // The keys with a write among `commits`, and where their writes are.
+  std::unordered_map<std::string_view, std::vector<std::size_t>> pending_keys;
+  // Stale buffer entries that a pending commit (at the index) removes: reported as
+  // drain() reports them once it lands.
+  std::vector<std::pair<std::size_t, BufferEntry>> unbuffered;
   const bool chains = impl_.store->capabilities().entity_chains;
   std::vector<Run> runs(ms.size());
   std::vector<std::optional<TimePoint>> handler_start(ms.size());
+  std::vector<DeferredPut> deferred;  // early versions, put into the buffer together
 
   // Forgets the projection of `key`: the store changed it outside the projection.
   auto forget = [&](std::string_view key) {
@@ -116,14 +148,42 @@ std::vector<Decision> Pipeline::process_batch_gated(std::span<const MessageView>
     stale_keys.insert(key);
   };
 
+  // After the batch commit: the decision of an absorbed entry, reported as drain()
+  // would report it.
+  auto land_absorbed = [&](Absorbed& a, const Status& s) {
+    const std::string_view key = a.entry.key;
+    ekey_ = key;
+    Decision d;
+    if (s.code() == StatusCode::kAborted) {
+      (void)impl_.store->release(release_req(a.entry.id, false));
+      d = concurrent_update(s);
+    } else {
+      d = after_commit(s, a.run, Decision::ack(Reason::kProcessed));
+    }
+    report(a.entry, d, &a.gate);
+    if (s.is_ok()) {
+      metrics_.count_drained(1);
+      drain_keys.insert(key);
+    } else {
+      forget(key);
+    }
+    if (d.action == Action::kRetry) {
+      std::lock_guard lock(impl_.buffered_mu);
+      impl_.drain_not_before[std::string(key)] = last_ + d.delay;
+    }
+  };
   auto flush = [&] {
     if (commits.empty()) return;
     const auto saved_key = ekey_;
     auto statuses = timed_store([&] { return impl_.store->commit_batch(commits); });
     for (std::size_t k = 0; k < commit_index.size(); ++k) {
       const std::size_t i = commit_index[k];
-      const std::string_view key = *ms[i].key;
       const Status& s = statuses[k];
+      if (i >= ms.size()) {
+        land_absorbed(absorbed[i - ms.size()], s);
+        continue;
+      }
+      const std::string_view key = *ms[i].key;
       if (s.code() == StatusCode::kAborted) {
         ekey_ = key;
         (void)impl_.store->release(release_req(*ms[i].id, false));
@@ -137,6 +197,13 @@ std::vector<Decision> Pipeline::process_batch_gated(std::span<const MessageView>
         drain_keys.insert(key);
       }
     }
+    for (auto& [k, e] : unbuffered) {
+      if (!statuses[k].is_ok()) continue;
+      Decision d = Decision::ack(Reason::kStale);
+      d.detail = "version " + std::to_string(e.version) + " <= applied version " + std::to_string(e.version);
+      report(e, d, nullptr);
+    }
+    unbuffered.clear();
     commits.clear();
     commit_index.clear();
     pending_keys.clear();
@@ -149,6 +216,118 @@ std::vector<Decision> Pipeline::process_batch_gated(std::span<const MessageView>
   auto settle = [&](std::string_view key) {
     if (pending_keys.contains(key)) flush();
     if (drain_keys.erase(key) > 0 && drain(key, h) > 0) forget(key);
+  };
+
+  // Strict, entity_chains: runs `entries` (the key's buffer, by version) from the one
+  // the projection `p` expects next, inside the batch (see the file comment). Stops at
+  // the first entry that needs more than an in-order run: a gap, a claim not granted,
+  // an undecodable frame, a transition that does not apply (drain() decides those), or
+  // a handler failure (decided here, as drain() would). Returns how many successors it
+  // decided.
+  auto absorb = [&](std::string_view key, Projection& p, std::vector<BufferEntry>& entries) -> std::size_t {
+    if (h.call_encoded == nullptr || entries.empty() || p.record.version == 0) return 0;
+    {
+      std::lock_guard lock(impl_.buffered_mu);
+      if (impl_.drain_not_before.contains(std::string(key))) return 0;  // drain() paces it
+    }
+    // Leading entries at or below the projection are stale. One that a pending commit
+    // of the batch applies (a redelivery of a buffered message, run in order) is
+    // removed by that commit, as drain() would remove it after the commit.
+    std::size_t first = 0;
+    for (; first < entries.size() && entries[first].version <= p.record.version; ++first) {
+      auto pk = pending_keys.find(key);
+      if (pk == pending_keys.end()) continue;
+      for (std::size_t c : pk->second) {
+        std::optional<EntityWrite>& w = commits[c].entity;
+        if (w && w->version == entries[first].version && !w->unbuffer) {
+          w->unbuffer = w->version;
+          unbuffered.emplace_back(c, std::move(entries[first]));
+          break;
+        }
+      }
+    }
+    entries.erase(entries.begin(), entries.begin() + static_cast<std::ptrdiff_t>(first));
+    std::size_t n = 0;
+    while (n < entries.size() && entries[n].version == p.record.version + 1 + n) ++n;
+    if (n == 0) return 0;
+    const TimePoint t = tick();
+    std::vector<ClaimRequest> qs;
+    qs.reserve(n);
+    for (std::size_t j = 0; j < n; ++j) qs.push_back({entries[j].id, o_.owner, o_.lease, std::nullopt, t, key});
+    auto granted = timed_store([&] { return impl_.store->claim_batch(qs); });
+    std::size_t ran = 0;
+    for (; ran < n; ++ran) {
+      auto& c = granted[ran];
+      if (!c.ok() || c->status != ClaimStatus::kNew) break;
+      Absorbed& a = absorbed.emplace_back();
+      a.entry = std::move(entries[ran]);
+      const auto frame = unframe_buffered(a.entry.message);
+      Gate& g = a.gate;
+      g.key = a.entry.key;
+      g.revision = p.record.revision;
+      g.version = a.entry.version;
+      g.drained = true;
+      bool applies = frame.has_value();
+      if (applies && o_.machine) {
+        const StateGate::Check chk = o_.machine->check(p.record.state, frame->event);
+        applies = chk.answer == StateGate::Answer::kApply;
+        g.event = frame->event;
+        g.from = chk.from;
+        g.to = chk.to;
+      }
+      if (!applies) {
+        entries[ran] = std::move(a.entry);  // released below
+        absorbed.pop_back();
+        break;
+      }
+      ekey_ = key;
+      bool decoded = true;
+      HandlerContext ctx;
+      ContextAccess::init(ctx, &engine_, a.entry.id, c->retries + 1, o_.guarantee, t + o_.lease, nullptr, &g,
+                          a.entry.version);
+      a.run = run_handler_with(
+          [&](HandlerContext& hc) {
+            HandlerResult r = HandlerResult::ok();
+            decoded = h.call_encoded(h.self, frame->message, hc, r);
+            return decoded ? r : HandlerResult::fail("the buffered message cannot be decoded");
+          },
+          ctx, t);
+      if (!decoded) {  // nothing ran: drain() dead-letters it
+        entries[ran] = std::move(a.entry);
+        absorbed.pop_back();
+        break;
+      }
+      if (a.run.kind != HandlerResult::Kind::kOk) {
+        // As drain() would: the key's pending writes land first, then the failure path
+        // (which may write the entity: a dead-lettered version is used up).
+        if (pending_keys.contains(key)) flush();
+        ekey_ = key;
+        advanced_ = false;
+        const Decision d = after_failure(a.entry.id, std::nullopt, c->retries, a.run, &g);
+        report(a.entry, d, &g);
+        if (d.action == Action::kRetry) {
+          std::lock_guard lock(impl_.buffered_mu);
+          impl_.drain_not_before[std::string(key)] = last_ + d.delay;
+        }
+        forget(key);
+        if (advanced_) drain_keys.insert(key);
+        ++ran;  // decided
+        break;
+      }
+      Decision d = Decision::ack(Reason::kProcessed);
+      commits.push_back(commit_request(a.entry.id, std::nullopt, Outcome::kProcessed, storable_result(a.run, d), &g));
+      commit_index.push_back(ms.size() + absorbed.size() - 1);
+      pending_keys[key].push_back(commits.size() - 1);
+      p.record.revision += 1;
+      p.record.version = a.entry.version;
+      if (!g.to.empty()) p.record.state = std::string(g.to);
+    }
+    ekey_ = key;
+    for (std::size_t j = ran; j < n; ++j) {  // claimed, not run: left to drain()
+      if (granted[j].ok() && granted[j]->status == ClaimStatus::kNew)
+        (void)impl_.store->release(release_req(entries[j].id, false));
+    }
+    return ran;
   };
 
   // Message i, claimed by the batch at `start`, through the single-message path: the
@@ -189,20 +368,29 @@ std::vector<Decision> Pipeline::process_batch_gated(std::span<const MessageView>
     if (advanced_ && strict) drain(key, h);
   };
 
-  // Strict: message i is stale or early against the projection `e`. Decides it (stale,
+  // Strict: message i is stale or early against the projection `p`. Decides it (stale,
   // too far ahead, buffered) without landing the key's pending writes — none of these
   // writes the entity — unless the key's buffer holds the version the projection
-  // expects next, which process() would have drained before i. Returns false if i must
-  // take the single-message path.
-  auto out_of_turn = [&](std::size_t i, const ClaimResult& claim, const EntityRecord& e, TimePoint t) {
+  // expects next, which process() would have drained before i: then those entries are
+  // absorbed if they can be (kRecheck), else i takes the single-message path.
+  auto out_of_turn = [&](std::size_t i, const ClaimResult& claim, Projection& p, TimePoint t) {
     const MessageView& m = ms[i];
-    if (!strict) return false;
+    if (!strict) return Turn::kSingle;
+    const EntityRecord& e = p.record;
     const std::uint64_t v = *m.version;
     const std::uint64_t expected = e.version == 0 ? o_.ordering.first_version.value_or(v) : e.version + 1;
-    if (v == expected) return false;
+    if (v == expected) return Turn::kSingle;
     if (v > expected) {
-      auto next = timed_store([&] { return impl_.store->buffer_read(*m.key, 1); });
-      if (!next.ok() || (!next->empty() && next->front().version == expected)) return false;
+      const std::size_t want = chains ? kAbsorbAhead : 1;
+      auto next = timed_store([&] { return impl_.store->buffer_read(*m.key, want); });
+      if (!next.ok()) return Turn::kSingle;
+      // Entries below `expected` are stale, or removed by this batch's pending commits.
+      const auto live =
+          std::find_if(next->begin(), next->end(), [&](const BufferEntry& b) { return b.version >= expected; });
+      if (live != next->end() && live->version == expected) {
+        const bool moved = chains && absorb(*m.key, p, *next) > 0 && !stale_keys.contains(*m.key);
+        return moved ? Turn::kRecheck : Turn::kSingle;
+      }
     }
     started(m, t, handler_start[i]);
     ClaimResult c = claim;
@@ -210,11 +398,14 @@ std::vector<Decision> Pipeline::process_batch_gated(std::span<const MessageView>
     ekey_ = *m.key;
     advanced_ = false;
     Gate g;
-    if (auto d = gate(m, c, fps[i], h, i, g)) {
+    deferred_puts_ = &deferred;
+    auto d = gate(m, c, fps[i], h, i, g);
+    deferred_puts_ = nullptr;
+    if (d) {
       out[i] = *d;
-      return true;
+      return Turn::kDecided;
     }
-    return false;  // not reached: v is not the expected version
+    return Turn::kSingle;  // not reached: v is not the expected version
   };
 
   for (std::size_t k = 0; k < firsts.size(); ++k) {
@@ -250,8 +441,13 @@ std::vector<Decision> Pipeline::process_batch_gated(std::span<const MessageView>
     Gate g;
     const TimePoint t = tick();
     const bool renew = t - start > o_.lease / kBatchLeaseRenewDivisor;
-    if (renew || !applies_in_order(m, p.record, g)) {
-      if (!renew && out_of_turn(i, *claim, p.record, t)) continue;
+    Turn turn = Turn::kRecheck;
+    while (!renew && turn == Turn::kRecheck && !applies_in_order(m, p.record, g)) {
+      g = Gate{};
+      turn = out_of_turn(i, *claim, p, t);
+    }
+    if (turn == Turn::kDecided) continue;
+    if (renew || turn == Turn::kSingle) {
       single(i, *claim, t, renew);
       continue;
     }
@@ -273,10 +469,40 @@ std::vector<Decision> Pipeline::process_batch_gated(std::span<const MessageView>
     out[i] = Decision::ack(Reason::kProcessed);
     commits.push_back(commit_request(*m.id, fps[i], Outcome::kProcessed, storable_result(runs[i], out[i]), &g));
     commit_index.push_back(i);
-    pending_keys.insert(key);
+    pending_keys[key].push_back(commits.size() - 1);
     p.record.revision += 1;
     if (g.version) p.record.version = *g.version;
     if (!g.to.empty()) p.record.state = std::string(g.to);
+  }
+  if (!deferred.empty()) {
+    // The early versions' puts, in one call; each gets the decision a put of its own
+    // would have given it, and its key drains after the commit (another consumer may
+    // have committed the predecessor meanwhile).
+    std::vector<BufferPut> puts;
+    puts.reserve(deferred.size());
+    for (const DeferredPut& d : deferred) {
+      const MessageView& m = ms[d.index];
+      puts.push_back({*m.key, *m.version, *m.id, d.message, d.at, o_.ordering.limits});
+    }
+    const auto answers = timed_store([&] { return impl_.store->buffer_put_batch(puts); });
+    for (std::size_t k = 0; k < deferred.size(); ++k) {
+      const std::size_t i = deferred[k].index;
+      ekey_ = *ms[i].key;
+      out[i] = after_buffer_put(ms[i], fps[i], answers[k], deferred[k].expected);
+      if (answers[k].is_ok()) drain_keys.insert(*ms[i].key);
+    }
+  }
+  if (strict && chains) {
+    // The buffered successors that the pending writes make next, absorbed too.
+    std::vector<std::string_view> keys;
+    for (const auto& kv : pending_keys) keys.push_back(kv.first);
+    std::sort(keys.begin(), keys.end());
+    for (std::string_view key : keys) {
+      auto pos = projected.find(key);
+      if (pos == projected.end() || !pos->second.known) continue;
+      auto next = timed_store([&] { return impl_.store->buffer_read(key, kAbsorbAhead); });
+      if (next.ok()) absorb(key, pos->second, *next);  // drain() runs what it leaves
+    }
   }
   flush();
   for (std::string_view key : drain_keys) drain(key, h);

@@ -469,9 +469,22 @@ class Pipeline {
   // committed); else fills `g` for the commit.
   std::optional<Decision> gate(const MessageView& m, const ClaimResult& c, std::optional<std::uint64_t> fp,
                                HandlerThunk h, std::size_t index, Gate& g);
-  // Strict ordering: puts an early version into the reorder buffer.
+  // Strict ordering: puts an early version into the reorder buffer; with
+  // deferred_puts_ set, queues the put there and answers a placeholder.
   Decision buffer_early(const MessageView& m, std::optional<std::uint64_t> fp, HandlerThunk h, std::size_t index,
                         std::uint64_t expected);
+  // The decision for an early version whose put answered `s`; releases its claim
+  // (except when it is dead-lettered).
+  Decision after_buffer_put(const MessageView& m, std::optional<std::uint64_t> fp, const Status& s,
+                            std::uint64_t expected);
+  // A put that buffer_early leaves to the batch (process_batch_gated): the message's
+  // index in the batch, the version its key expects, the framed message, its time.
+  struct DeferredPut {
+    std::size_t index;
+    std::uint64_t expected;
+    std::string message;
+    TimePoint at;
+  };
   // Runs the buffered successors of key that are next in order. Returns how many left
   // the buffer.
   std::size_t drain(std::string_view key, HandlerThunk h);
@@ -558,9 +571,10 @@ class Pipeline {
   const ConsumerOptions& o_;
   Engine::Impl& impl_;
   Metrics& metrics_;
-  TimePoint last_{};                      // the latest clock reading of this call (see tick())
-  std::optional<std::string_view> ekey_;  // the entity key of the store requests being made
-  bool advanced_ = false;                 // a commit of this call moved an entity's version
+  TimePoint last_{};                                   // the latest clock reading of this call (see tick())
+  std::optional<std::string_view> ekey_;               // the entity key of the store requests being made
+  bool advanced_ = false;                              // a commit of this call moved an entity's version
+  std::vector<DeferredPut>* deferred_puts_ = nullptr;  // see buffer_early
 };
 
 }  // namespace idem::detail

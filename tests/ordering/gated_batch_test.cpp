@@ -37,11 +37,13 @@ class GatedBatch : public ::testing::TestWithParam<const char*> {
     EXPECT_TRUE(s.ok()) << s.status().to_string();
     return std::move(s).value();
   }
-  Consumer<EntityMsg> make(std::shared_ptr<Store> store, Journal& j, Ordering mode = Ordering::kStrict) {
+  Consumer<EntityMsg> make(std::shared_ptr<Store> store, Journal& j, Ordering mode = Ordering::kStrict,
+                           BufferLimits limits = {}) {
     ConsumerOptions o;
     o.store = std::move(store);
     o.clock = clock_;
     o.ordering.mode = mode;
+    o.ordering.limits = limits;
     auto c = entity_consumer(std::move(o), j);
     EXPECT_TRUE(c.ok()) << c.status().to_string();
     return std::move(c).value();
@@ -198,6 +200,88 @@ TEST_P(GatedBatch, EarlyVersionsBehindPendingWrites) {
   EXPECT_EQ(j.versions(), one_to(6));
   ASSERT_EQ(j.outcomes().size(), 2u);
   EXPECT_EQ(hooked->read_entity("a").value().version, 6u);
+}
+
+// A batch's early versions go into the buffer with one buffer_put_batch; each gets the
+// decision a put of its own would give it (a limit that the earlier puts of the same
+// batch reached: retry / buffer_full). The next batch runs the buffered ones in order.
+TEST_P(GatedBatch, EarlyVersionsArePutTogether) {
+  auto hooked = std::make_shared<HookedStore>(open("store"));
+  Journal j;
+  auto c = make(hooked, j, Ordering::kStrict, BufferLimits{.per_key = 2, .total = 100, .total_bytes = 1 << 20});
+  auto ds =
+      c.process_batch(std::vector<EntityMsg>{versioned("a1", "a", 1), versioned("a3", "a", 3), versioned("b2", "b", 2),
+                                             versioned("a5", "a", 5), versioned("a6", "a", 6)});
+  EXPECT_EQ(ds[0].reason, Reason::kProcessed) << ::testing::PrintToString(ds[0]);
+  EXPECT_EQ(ds[1].reason, Reason::kBuffered) << ::testing::PrintToString(ds[1]);
+  EXPECT_EQ(ds[2].reason, Reason::kBuffered) << ::testing::PrintToString(ds[2]);
+  EXPECT_EQ(ds[3].reason, Reason::kBuffered) << ::testing::PrintToString(ds[3]);
+  EXPECT_EQ(ds[4].action, Action::kRetry) << ::testing::PrintToString(ds[4]);
+  EXPECT_EQ(ds[4].reason, Reason::kBufferFull) << ::testing::PrintToString(ds[4]);
+  EXPECT_EQ(hooked->counts.buffer_put_batch, 1);
+  EXPECT_EQ(hooked->counts.commit_batch, 1);
+  EXPECT_EQ(hooked->counts.commit, 0);
+  EXPECT_EQ(hooked->buffer_summary(10).value().count, 3u) << "a3, a5, b2";
+
+  hooked->counts = {};
+  ds = c.process_batch(
+      std::vector<EntityMsg>{versioned("a6", "a", 6), versioned("a4", "a", 4), versioned("a2", "a", 2)});
+  for (const Decision& d : ds) EXPECT_EQ(d.reason, Reason::kProcessed) << ::testing::PrintToString(d);
+  EXPECT_EQ(per_key(j)["a"], one_to(6));
+  EXPECT_EQ(hooked->counts.commit_batch, 1) << "a2, a3, a4, a5, a6 in one batch commit";
+  EXPECT_EQ(hooked->counts.commit, 0);
+  ASSERT_EQ(j.outcomes().size(), 2u);
+  for (const BufferedOutcome& o : j.outcomes()) EXPECT_EQ(o.decision.reason, Reason::kProcessed) << o.id;
+  EXPECT_EQ(hooked->buffer_summary(10).value().count, 1u) << "b2 waits for b1";
+}
+
+// Buffered successors that a batch's writes make next run inside that batch: their
+// commits (each removing its entry) join the batch commit, chained on the key's
+// writes, and a later version of the key in the batch runs after them.
+TEST_P(GatedBatch, BufferedSuccessorsRunInsideTheBatch) {
+  auto hooked = std::make_shared<HookedStore>(open("store"));
+  Journal j;
+  auto c = make(hooked, j);
+  auto ds = c.process_batch(
+      std::vector<EntityMsg>{versioned("a1", "a", 1), versioned("a3", "a", 3), versioned("a4", "a", 4)});
+  EXPECT_EQ(ds[1].reason, Reason::kBuffered) << ::testing::PrintToString(ds[1]);
+  EXPECT_EQ(ds[2].reason, Reason::kBuffered) << ::testing::PrintToString(ds[2]);
+  hooked->counts = {};
+  ds = c.process_batch(std::vector<EntityMsg>{versioned("a5", "a", 5), versioned("a2", "a", 2)});
+  EXPECT_EQ(ds[0].reason, Reason::kProcessed) << ::testing::PrintToString(ds[0]);
+  EXPECT_EQ(ds[1].reason, Reason::kProcessed) << ::testing::PrintToString(ds[1]);
+  EXPECT_EQ(j.versions(), one_to(5));
+  EXPECT_EQ(hooked->counts.commit_batch, 1) << "a2, a3, a4, a5 in one batch commit";
+  EXPECT_EQ(hooked->counts.commit, 0);
+  EXPECT_EQ(hooked->counts.claim, 0);
+  ASSERT_EQ(j.outcomes().size(), 2u);
+  for (const BufferedOutcome& o : j.outcomes()) EXPECT_EQ(o.decision.reason, Reason::kProcessed) << o.id;
+  auto e = hooked->read_entity("a");
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(e->version, 5u);
+  EXPECT_EQ(e->revision, 5u);
+  EXPECT_EQ(hooked->buffer_summary(10).value().count, 0u);
+}
+
+// A buffered version delivered again and run in order in a batch: its commit removes
+// the buffered copy, reported stale, with no removal of its own.
+TEST_P(GatedBatch, ARedeliveredBufferedVersionIsUnbufferedByItsCommit) {
+  auto hooked = std::make_shared<HookedStore>(open("store"));
+  Journal j;
+  auto c = make(hooked, j);
+  auto ds = c.process_batch(std::vector<EntityMsg>{versioned("a1", "a", 1), versioned("a3", "a", 3)});
+  EXPECT_EQ(ds[1].reason, Reason::kBuffered) << ::testing::PrintToString(ds[1]);
+  hooked->counts = {};
+  ds = c.process_batch(std::vector<EntityMsg>{versioned("a3", "a", 3), versioned("a2", "a", 2)});
+  EXPECT_EQ(ds[0].reason, Reason::kProcessed) << ::testing::PrintToString(ds[0]);
+  EXPECT_EQ(ds[1].reason, Reason::kProcessed) << ::testing::PrintToString(ds[1]);
+  EXPECT_EQ(j.versions(), one_to(3));
+  EXPECT_EQ(hooked->counts.commit_batch, 1);
+  EXPECT_EQ(hooked->counts.buffer_remove, 0);
+  ASSERT_EQ(j.outcomes().size(), 1u);
+  EXPECT_EQ(j.outcomes()[0].decision.reason, Reason::kStale);
+  EXPECT_EQ(hooked->buffer_summary(10).value().count, 0u);
+  EXPECT_EQ(hooked->read_entity("a").value().version, 3u);
 }
 
 // Another consumer moves k0's entity between the batch's claim and its commit: k0's

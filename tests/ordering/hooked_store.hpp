@@ -21,7 +21,7 @@ class HookedStore final : public Store {
 
   // Calls made so far.
   struct Counts {
-    int claim = 0, claim_batch = 0, commit = 0, commit_batch = 0;
+    int claim = 0, claim_batch = 0, commit = 0, commit_batch = 0, buffer_remove = 0, buffer_put_batch = 0;
   };
   Counts counts;
 
@@ -55,10 +55,17 @@ class HookedStore final : public Store {
   StatusOr<EntityRecord> read_entity(std::string_view key) override { return s_->read_entity(key); }
   Status write_entity(const EntityWrite& w) override { return s_->write_entity(w); }
   Status buffer_put(const BufferPut& p) override { return s_->buffer_put(p); }
+  std::vector<Status> buffer_put_batch(std::span<const BufferPut> puts) override {
+    ++counts.buffer_put_batch;
+    return s_->buffer_put_batch(puts);
+  }
   StatusOr<std::vector<BufferEntry>> buffer_read(std::string_view key, std::size_t max) override {
     return s_->buffer_read(key, max);
   }
-  Status buffer_remove(std::string_view key, std::uint64_t version) override { return s_->buffer_remove(key, version); }
+  Status buffer_remove(std::string_view key, std::uint64_t version) override {
+    ++counts.buffer_remove;
+    return s_->buffer_remove(key, version);
+  }
   StatusOr<BufferSummary> buffer_summary(std::size_t max_keys) override { return s_->buffer_summary(max_keys); }
   StatusOr<std::size_t> purge_expired(TimePoint now, std::size_t max) override { return s_->purge_expired(now, max); }
 
