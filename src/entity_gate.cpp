@@ -167,9 +167,7 @@ std::size_t Pipeline::drain(std::string_view key, HandlerThunk h) {
     const BufferEntry& next = entries->front();
     if (next.version <= e->version) {  // its version was applied by another message
       (void)timed_store([&] { return impl_.store->buffer_remove(owned_key, next.version); });
-      Decision d = Decision::ack(Reason::kStale);
-      d.detail = "version " + std::to_string(next.version) + " <= applied version " + std::to_string(e->version);
-      report(next, d, nullptr);
+      report(next, stale_entry(next.version, e->version), nullptr);
       ++drained;
       continue;
     }
@@ -235,9 +233,7 @@ bool Pipeline::run_buffered(const BufferEntry& e, HandlerThunk h) {
       (void)timed_store([&] { return impl_.store->release(release_req(e.id, true)); });
       Decision d = Decision::retry(Reason::kInvalidTransition, o_.machine->backoff().delay_for(claim->retries));
       d.detail = chk.reason;
-      std::lock_guard lock(impl_.buffered_mu);
-      impl_.drain_not_before[e.key] = last_ + d.delay;
-      report(e, d, &g);
+      report_paced(e, d, &g);
       return false;
     }
     if (chk.answer != StateGate::Answer::kApply) {
@@ -265,13 +261,23 @@ bool Pipeline::run_buffered(const BufferEntry& e, HandlerThunk h) {
       d = dead_letter_now(e.id, std::nullopt, &g, Reason::kBadMessage, "the buffered message cannot be decoded");
     }
   }
-  report(e, d, &g);
+  report_paced(e, d, &g);
+  if (advanced_ && d.reason == Reason::kProcessed) metrics_.count_drained(1);
+  return advanced_;
+}
+
+void Pipeline::report_paced(const BufferEntry& e, const Decision& d, const Gate* g) {
   if (d.action == Action::kRetry) {
     std::lock_guard lock(impl_.buffered_mu);
     impl_.drain_not_before[e.key] = last_ + d.delay;
   }
-  if (advanced_ && d.reason == Reason::kProcessed) metrics_.count_drained(1);
-  return advanced_;
+  report(e, d, g);
+}
+
+Decision Pipeline::stale_entry(std::uint64_t version, std::uint64_t applied) {
+  Decision d = Decision::ack(Reason::kStale);
+  d.detail = "version " + std::to_string(version) + " <= applied version " + std::to_string(applied);
+  return d;
 }
 
 void Pipeline::report(const BufferEntry& e, const Decision& d, const Gate* g) {

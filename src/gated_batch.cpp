@@ -160,16 +160,12 @@ std::vector<Decision> Pipeline::process_batch_gated(std::span<const MessageView>
     } else {
       d = after_commit(s, a.run, Decision::ack(Reason::kProcessed));
     }
-    report(a.entry, d, &a.gate);
+    report_paced(a.entry, d, &a.gate);
     if (s.is_ok()) {
       metrics_.count_drained(1);
       drain_keys.insert(key);
     } else {
       forget(key);
-    }
-    if (d.action == Action::kRetry) {
-      std::lock_guard lock(impl_.buffered_mu);
-      impl_.drain_not_before[std::string(key)] = last_ + d.delay;
     }
   };
   auto flush = [&] {
@@ -198,10 +194,7 @@ std::vector<Decision> Pipeline::process_batch_gated(std::span<const MessageView>
       }
     }
     for (auto& [k, e] : unbuffered) {
-      if (!statuses[k].is_ok()) continue;
-      Decision d = Decision::ack(Reason::kStale);
-      d.detail = "version " + std::to_string(e.version) + " <= applied version " + std::to_string(e.version);
-      report(e, d, nullptr);
+      if (statuses[k].is_ok()) report(e, stale_entry(e.version, e.version), nullptr);
     }
     unbuffered.clear();
     commits.clear();
@@ -303,12 +296,7 @@ std::vector<Decision> Pipeline::process_batch_gated(std::span<const MessageView>
         if (pending_keys.contains(key)) flush();
         ekey_ = key;
         advanced_ = false;
-        const Decision d = after_failure(a.entry.id, std::nullopt, c->retries, a.run, &g);
-        report(a.entry, d, &g);
-        if (d.action == Action::kRetry) {
-          std::lock_guard lock(impl_.buffered_mu);
-          impl_.drain_not_before[std::string(key)] = last_ + d.delay;
-        }
+        report_paced(a.entry, after_failure(a.entry.id, std::nullopt, c->retries, a.run, &g), &g);
         forget(key);
         if (advanced_) drain_keys.insert(key);
         ++ran;  // decided

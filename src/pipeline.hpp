@@ -498,6 +498,11 @@ class Pipeline {
   // Watermark: the decision for a position at or below the stream's watermark.
   std::optional<Decision> watermark_filter(const MessageView& m) const;
   void report(const BufferEntry& e, const Decision& d, const Gate* g);
+  // report(), after holding the key's drains for d.delay if d is a retry (the entry is
+  // tried again then, not at the key's next message).
+  void report_paced(const BufferEntry& e, const Decision& d, const Gate* g);
+  // The decision for a buffered entry whose version an earlier message applied.
+  static Decision stale_entry(std::uint64_t version, std::uint64_t applied);
 
   Decision fail_open_or_closed(const MessageView& m, HandlerThunk h, std::size_t index, const Status& s,
                                TimePoint start) {
