@@ -570,6 +570,44 @@ TEST_P(StoreConformance, EntityBufferPutBatchAnswersAsOnePutPerElement) {
                 3 /* the "1" of k1, k1, j1 */);
 }
 
+// The total limits count the batch's own earlier puts, and what a batch stored is
+// what a reopened durable store finds (entries and totals).
+TEST_P(StoreConformance, EntityBufferPutBatchKeepsTheTotals) {
+  if (!caps().entities) return expect_no_entities(store());
+  const TimePoint t0 = clock_.now();
+  const std::size_t each = entry_bytes("a", "a1", "x");
+  const BufferLimits limits{.per_key = 100, .total = 3, .total_bytes = 1 << 20};
+  const BufferLimits bytes_limit{.per_key = 100, .total = 100, .total_bytes = 4 * each};
+  const std::vector<BufferPut> batch = {
+      bp("a", 1, "a1", "x", t0, limits),       // stored
+      bp("b", 1, "b1", "x", t0, limits),       // stored
+      bp("b", 2, "b2", "x", t0, limits),       // stored: the total is now 3
+      bp("c", 1, "c1", "x", t0, limits),       // over total, counting the batch
+      bp("d", 1, "d1", "x", t0, bytes_limit),  // stored: bytes 4 * each
+      bp("e", 1, "e1", "x", t0, bytes_limit),  // over total_bytes
+  };
+  const auto answers = store().buffer_put_batch(batch);
+  ASSERT_EQ(answers.size(), batch.size());
+  const StatusCode expected[] = {StatusCode::kOk, StatusCode::kOk,
+                                 StatusCode::kOk, StatusCode::kResourceExhausted,
+                                 StatusCode::kOk, StatusCode::kResourceExhausted};
+  for (std::size_t i = 0; i < answers.size(); ++i)
+    EXPECT_EQ(answers[i].code(), expected[i]) << i << " " << answers[i].to_string();
+  EXPECT_NE(answers[5].message().find("total_bytes"), std::string::npos) << answers[5].to_string();
+  auto check = [&] {
+    EXPECT_EQ(versions(buffered(store(), "b")), (std::vector<std::uint64_t>{1, 2}));
+    EXPECT_TRUE(buffered(store(), "c").empty());
+    EXPECT_TRUE(buffered(store(), "e").empty());
+    const BufferSummary sum = summary(store());
+    EXPECT_EQ(sum.count, 4u);
+    EXPECT_EQ(sum.bytes, 4 * each);
+  };
+  check();
+  if (!caps().durable) return;
+  reopen();
+  check();
+}
+
 TEST_P(StoreConformance, EntityBufferTotalLimit) {
   if (!caps().entities) return expect_no_entities(store());
   const TimePoint t0 = clock_.now();

@@ -104,7 +104,8 @@ void EntityStaging::stage(std::string_view key, EntityRecord r) {
 
 Status check_entity_write(const EntityWrite& w, const char* op) {
   if (w.key.empty()) return invalid_argument(std::string("rocksdb: ") + op + ": the entity key is empty");
-  if (w.key.size() > UINT32_MAX) return invalid_argument(std::string("rocksdb: ") + op + ": the entity key is too long");
+  if (w.key.size() > UINT32_MAX)
+    return invalid_argument(std::string("rocksdb: ") + op + ": the entity key is too long");
   if (w.state && w.state->empty())
     return invalid_argument(std::string("rocksdb: ") + op + ": the entity state is set but empty");
   return Status::ok();
@@ -237,59 +238,124 @@ Status RocksStore::write_entity(const EntityWrite& w) {
   return s;
 }
 
-Status RocksStore::buffer_put(const BufferPut& p) {
+namespace {
+
+Status check_put(const BufferPut& p) {
   if (p.key.empty()) return invalid_argument("rocksdb: buffer_put: the key is empty");
   if (p.key.size() > UINT32_MAX) return invalid_argument("rocksdb: buffer_put: the key is too long");
   if (p.version == 0) return invalid_argument("rocksdb: buffer_put: the version must be > 0");
   if (p.id.empty()) return invalid_argument("rocksdb: buffer_put: the message id is empty");
   if (p.id.size() > UINT32_MAX) return invalid_argument("rocksdb: buffer_put: the message id is too long");
-  const std::string k = buffer_key(p.key, p.version);
-  std::lock_guard lock(stripe_of(p.key).mu);
-
-  const KeyBuffer* kb = key_buffer(p.key);
-  if (kb != nullptr && kb->contains(p.version)) {
-    ::rocksdb::PinnableSlice v;
-    auto g = db_->Get(::rocksdb::ReadOptions(), buffer_cf_, k, &v);
-    if (g.IsNotFound()) return internal_error("rocksdb: buffer_put: an entry known to be buffered is missing");
-    if (!g.ok()) return to_status(g, "read idem_buffer");
-    auto parts = decode_buffer_value(std::string_view(v.data(), v.size()));
-    if (!parts) return unknown_buffer_format();
-    if (parts->id == p.id) return Status::ok();
-    return failed_precondition("rocksdb: buffer_put: version " + std::to_string(p.version) +
-                               " of this key is buffered with another message id");
-  }
-
-  const std::size_t held = kb == nullptr ? 0 : kb->size();
-  if (held >= p.limits.per_key)
-    return resource_exhausted("reorder buffer limit per_key=" + std::to_string(p.limits.per_key) +
-                              " reached for this key");
-  const std::size_t bytes = p.key.size() + p.id.size() + p.message.size();
-  {
-    std::lock_guard t(buffer_totals.mu);
-    if (buffer_totals.count >= p.limits.total)
-      return resource_exhausted("reorder buffer limit total=" + std::to_string(p.limits.total) + " reached");
-    if (buffer_totals.bytes + bytes > p.limits.total_bytes)
-      return resource_exhausted("reorder buffer limit total_bytes=" + std::to_string(p.limits.total_bytes) +
-                                " reached (" + std::to_string(buffer_totals.bytes) + " bytes held, this entry " +
-                                std::to_string(bytes) + ")");
-    ++buffer_totals.count;
-    buffer_totals.bytes += bytes;
-  }
-  const std::int64_t at = to_unix_ms(p.now);
-  ::rocksdb::WriteBatch batch;
-  auto s = batch.Put(buffer_cf_, k, encode_buffer_value(at, p.id, p.message));
-  if (s.ok()) s = db_->Write(write_options, &batch);
-  if (!s.ok()) {
-    std::lock_guard t(buffer_totals.mu);
-    --buffer_totals.count;
-    buffer_totals.bytes -= bytes;
-    return to_status(s, "buffer_put");
-  }
-  auto& buffered = stripe_of(p.key).buffered;
-  auto it = buffered.find(p.key);
-  if (it == buffered.end()) it = buffered.emplace(std::string(p.key), KeyBuffer{}).first;
-  it->second.emplace(p.version, BufferedEntry{at, bytes});
   return Status::ok();
+}
+
+Status other_id(std::uint64_t version) {
+  return failed_precondition("rocksdb: buffer_put: version " + std::to_string(version) +
+                             " of this key is buffered with another message id");
+}
+
+}  // namespace
+
+Status RocksStore::buffer_put(const BufferPut& p) { return buffer_put_batch(std::span<const BufferPut>(&p, 1))[0]; }
+
+// One WriteBatch for the puts that pass. The limits are reserved in BufferTotals put
+// by put, in order, so each put sees the earlier ones; a failed write returns them.
+std::vector<Status> RocksStore::buffer_put_batch(std::span<const BufferPut> puts) {
+  std::vector<Status> out(puts.size());
+  std::vector<std::string_view> keys;
+  keys.reserve(puts.size());
+  for (std::size_t i = 0; i < puts.size(); ++i) {
+    out[i] = check_put(puts[i]);
+    if (out[i].is_ok()) keys.push_back(puts[i].key);
+  }
+  if (keys.empty()) return out;
+  auto locks = lock_all(keys);
+
+  // The entries this batch writes, by (key, version): the put's index.
+  std::map<std::pair<std::string_view, std::uint64_t>, std::size_t> staged;
+  std::unordered_map<std::string_view, std::size_t> staged_per_key;
+  std::vector<std::size_t> written;
+  std::vector<std::size_t> bytes_of(puts.size(), 0);
+  ::rocksdb::WriteBatch batch;
+  Status w;  // a failure that keeps the whole batch from being written
+  for (std::size_t i = 0; i < puts.size(); ++i) {
+    if (!out[i].is_ok()) continue;
+    if (!w.is_ok()) {
+      out[i] = w;
+      continue;
+    }
+    const BufferPut& p = puts[i];
+    if (auto it = staged.find({p.key, p.version}); it != staged.end()) {
+      if (puts[it->second].id != p.id) out[i] = other_id(p.version);
+      continue;
+    }
+    const KeyBuffer* kb = key_buffer(p.key);
+    if (kb != nullptr && kb->contains(p.version)) {
+      ::rocksdb::PinnableSlice v;
+      auto g = db_->Get(::rocksdb::ReadOptions(), buffer_cf_, buffer_key(p.key, p.version), &v);
+      if (g.IsNotFound()) {
+        out[i] = internal_error("rocksdb: buffer_put: an entry known to be buffered is missing");
+      } else if (!g.ok()) {
+        out[i] = to_status(g, "read idem_buffer");
+      } else if (auto parts = decode_buffer_value(std::string_view(v.data(), v.size())); !parts) {
+        out[i] = unknown_buffer_format();
+      } else if (parts->id != p.id) {
+        out[i] = other_id(p.version);
+      }
+      continue;
+    }
+    std::size_t& mine = staged_per_key[p.key];
+    if ((kb == nullptr ? 0 : kb->size()) + mine >= p.limits.per_key) {
+      out[i] = resource_exhausted("reorder buffer limit per_key=" + std::to_string(p.limits.per_key) +
+                                  " reached for this key");
+      continue;
+    }
+    const std::size_t bytes = p.key.size() + p.id.size() + p.message.size();
+    {
+      std::lock_guard t(buffer_totals.mu);
+      if (buffer_totals.count >= p.limits.total) {
+        out[i] = resource_exhausted("reorder buffer limit total=" + std::to_string(p.limits.total) + " reached");
+        continue;
+      }
+      if (buffer_totals.bytes + bytes > p.limits.total_bytes) {
+        out[i] = resource_exhausted("reorder buffer limit total_bytes=" + std::to_string(p.limits.total_bytes) +
+                                    " reached (" + std::to_string(buffer_totals.bytes) + " bytes held, this entry " +
+                                    std::to_string(bytes) + ")");
+        continue;
+      }
+      ++buffer_totals.count;
+      buffer_totals.bytes += bytes;
+    }
+    bytes_of[i] = bytes;
+    ++mine;
+    staged.emplace(std::make_pair(p.key, p.version), i);
+    written.push_back(i);
+    w = to_status(
+        batch.Put(buffer_cf_, buffer_key(p.key, p.version), encode_buffer_value(to_unix_ms(p.now), p.id, p.message)),
+        "buffer_put");
+  }
+  if (written.empty()) return out;
+  if (w.is_ok()) w = to_status(db_->Write(write_options, &batch), "buffer_put");
+  if (!w.is_ok()) {
+    std::size_t count = 0, bytes = 0;
+    for (std::size_t i : written) {
+      ++count;
+      bytes += bytes_of[i];
+      out[i] = w;
+    }
+    std::lock_guard t(buffer_totals.mu);
+    buffer_totals.count -= count;
+    buffer_totals.bytes -= bytes;
+    return out;
+  }
+  for (std::size_t i : written) {
+    const BufferPut& p = puts[i];
+    auto& buffered = stripe_of(p.key).buffered;
+    auto it = buffered.find(p.key);
+    if (it == buffered.end()) it = buffered.emplace(std::string(p.key), KeyBuffer{}).first;
+    it->second.emplace(p.version, BufferedEntry{to_unix_ms(p.now), bytes_of[i]});
+  }
+  return out;
 }
 
 StatusOr<std::vector<BufferEntry>> RocksStore::buffer_read(std::string_view key, std::size_t max) {

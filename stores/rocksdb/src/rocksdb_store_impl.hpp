@@ -185,6 +185,7 @@ class RocksStore final : public Store {
   StatusOr<EntityRecord> read_entity(std::string_view key) override;
   Status write_entity(const EntityWrite& write) override;
   Status buffer_put(const BufferPut& put) override;
+  std::vector<Status> buffer_put_batch(std::span<const BufferPut> puts) override;
   StatusOr<std::vector<BufferEntry>> buffer_read(std::string_view key, std::size_t max) override;
   Status buffer_remove(std::string_view key, std::uint64_t version) override;
   StatusOr<BufferSummary> buffer_summary(std::size_t max_keys) override;
