@@ -8,6 +8,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "batch_ids.hpp"
 #include "pipeline.hpp"
 #include "validate_options.hpp"
 
@@ -71,15 +72,13 @@ std::vector<Decision> Pipeline::process_batch(std::span<const MessageView> ms, H
   std::vector<bool> finished(ms.size(), false);  // decided and counted by process()
   std::vector<std::size_t> firsts;
   std::vector<std::size_t> repeats;  // later copies of an id seen earlier in the batch
-  std::unordered_map<std::string_view, std::size_t> first_of;
-  first_of.reserve(ms.size());
+  BatchIds seen(ms.size());
   for (std::size_t i = 0; i < ms.size(); ++i) {
     if (auto bad_decision = validate(ms[i])) {
       out[i] = *bad_decision;
       continue;
     }
-    auto [it, inserted] = first_of.emplace(*ms[i].id, i);
-    if (inserted) {
+    if (seen.insert(*ms[i].id)) {
       firsts.push_back(i);
     } else {
       repeats.push_back(i);

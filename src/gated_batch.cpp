@@ -27,6 +27,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "batch_ids.hpp"
 #include "buffer_frame.hpp"
 #include "pipeline.hpp"
 
@@ -87,8 +88,7 @@ std::vector<Decision> Pipeline::process_batch_gated(std::span<const MessageView>
   std::vector<Decision> out(ms.size());
   std::vector<bool> finished(ms.size(), false);  // decided and counted by process()
   std::vector<std::size_t> firsts, repeats;
-  std::unordered_map<std::string_view, std::size_t> first_of;
-  first_of.reserve(ms.size());
+  BatchIds seen(ms.size());
   for (std::size_t i = 0; i < ms.size(); ++i) {
     std::optional<Decision> bad_decision = validate(ms[i]);
     if (!bad_decision) bad_decision = validate_entity(ms[i]);
@@ -96,7 +96,7 @@ std::vector<Decision> Pipeline::process_batch_gated(std::span<const MessageView>
       out[i] = *bad_decision;
       continue;
     }
-    if (first_of.emplace(*ms[i].id, i).second) {
+    if (seen.insert(*ms[i].id)) {
       firsts.push_back(i);
     } else {
       repeats.push_back(i);
@@ -111,8 +111,8 @@ std::vector<Decision> Pipeline::process_batch_gated(std::span<const MessageView>
     // reorder buffer. (Monotonic keeps the input order: there a lower version after a
     // higher one is stale, whatever batch it comes in.)
     std::stable_sort(firsts.begin(), firsts.end(), [&](std::size_t a, std::size_t b) {
-      if (*ms[a].key != *ms[b].key) return *ms[a].key < *ms[b].key;
-      return *ms[a].version < *ms[b].version;
+      const int c = ms[a].key->compare(*ms[b].key);  // one pass over the keys, not two
+      return c != 0 ? c < 0 : *ms[a].version < *ms[b].version;
     });
   }
 
