@@ -215,10 +215,8 @@ StatusOr<ClaimResult> RocksStore::decide_absent(const ClaimRequest& q) {
   return decide_claim(s, q, now, l);
 }
 
-Status RocksStore::stage_commit(Stripe& s, const CommitRequest& q, std::int64_t now,
-                                const std::optional<DoneRecord>* pre, EntityStaging& st,
-                                ::rocksdb::WriteBatch& batch) {
-  auto it = s.leases.find(q.id);
+Status RocksStore::stage_commit(Stripe& s, Stripe::LeaseMap::iterator it, const CommitRequest& q, std::int64_t now,
+                                const std::optional<DoneRecord>* pre, EntityStaging& st, ::rocksdb::WriteBatch& batch) {
   bool clear_retries = true;
   if (it != s.leases.end()) {
     const Lease& lease = it->second;
@@ -268,11 +266,12 @@ Status RocksStore::commit_into(::rocksdb::WriteBatch& batch, const CommitRequest
   // holds the key's stripe lock from its read to its write (see stage_entity).
   auto locks = lock_pair(q.id, q.entity ? q.entity->key : q.id);
   EntityStaging st;
-  if (Status e = stage_commit(s, q, now, nullptr, st, batch); !e.is_ok()) return e;
+  const auto lease = s.leases.find(q.id);
+  if (Status e = stage_commit(s, lease, q, now, nullptr, st, batch); !e.is_ok()) return e;
   Status w = write(batch);
   land_entities(st, w.is_ok());
   if (!w.is_ok()) return w;
-  if (auto it = s.leases.find(q.id); it != s.leases.end()) s.end_lease(it);
+  if (lease != s.leases.end()) s.end_lease(lease);
   return Status::ok();
 }
 
@@ -368,7 +367,7 @@ std::vector<std::unique_lock<std::mutex>> RocksStore::lock_all(const std::vector
 }
 
 std::pair<std::unique_lock<std::mutex>, std::unique_lock<std::mutex>> RocksStore::lock_pair(std::string_view a,
-                                                                                              std::string_view b) {
+                                                                                            std::string_view b) {
   std::size_t i = stripe_index(a), j = stripe_index(b);
   if (i > j) std::swap(i, j);
   std::unique_lock<std::mutex> first(stripes[i]->mu);
@@ -470,12 +469,17 @@ std::vector<Status> RocksStore::commit_batch(std::span<const CommitRequest> requ
     observe(to_unix_ms(q.now));
   }
   auto locks = lock_all(ids);
-  // Ids without a lease need their record read to know whether they are completed.
+  // Each id's lease, looked up once: nothing adds a lease before the batch has landed,
+  // so the iterators stay valid. Ids without one need their record read to know
+  // whether they are completed.
+  std::vector<Stripe*> stripe(requests.size());
+  std::vector<Stripe::LeaseMap::iterator> lease(requests.size());
   std::vector<std::size_t> need;
   std::vector<::rocksdb::Slice> keys;
   for (std::size_t i = 0; i < requests.size(); ++i) {
-    const auto& lm = stripe_of(requests[i].id).leases;
-    if (lm.find(requests[i].id) == lm.end()) {
+    stripe[i] = &stripe_of(requests[i].id);
+    lease[i] = stripe[i]->leases.find(requests[i].id);
+    if (lease[i] == stripe[i]->leases.end()) {
       need.push_back(i);
       keys.emplace_back(requests[i].id.data(), requests[i].id.size());
     }
@@ -523,7 +527,7 @@ std::vector<Status> RocksStore::commit_batch(std::span<const CommitRequest> requ
       continue;
     }
     // Entity writes of one key later in the batch compare against the earlier ones.
-    out[i] = stage_commit(stripe_of(q.id), q, to_unix_ms(q.now), &pre[i], entities, batch);
+    out[i] = stage_commit(*stripe[i], lease[i], q, to_unix_ms(q.now), &pre[i], entities, batch);
     if (out[i].is_ok()) {
       staged.insert(q.id);
       landed.push_back(i);
@@ -539,8 +543,7 @@ std::vector<Status> RocksStore::commit_batch(std::span<const CommitRequest> requ
       out[i] = w;
       continue;
     }
-    Stripe& st = stripe_of(requests[i].id);
-    if (auto it = st.leases.find(requests[i].id); it != st.leases.end()) st.end_lease(it);
+    if (lease[i] != stripe[i]->leases.end()) stripe[i]->end_lease(lease[i]);
   }
   return out;
 }

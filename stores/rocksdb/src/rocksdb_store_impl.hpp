@@ -21,8 +21,8 @@
 #include <utility>
 #include <vector>
 
-#include "idem/rocksdb_store.hpp"
 #include "entity_record.hpp"
+#include "idem/rocksdb_store.hpp"
 #include "record.hpp"
 
 namespace idem::rocksdb::detail {
@@ -263,18 +263,18 @@ class RocksStore final : public Store {
   // claim_absent's decision. REQUIRES: the stripes of q.id and of q.entity_key (if
   // set) are locked.
   StatusOr<ClaimResult> decide_absent(const ClaimRequest& q);
-  // Checks `q` against the lease table and the looked-up record (read if `pre` is
-  // null), stages q.entity (if set) into `st`, and adds its writes to `batch`; adds
-  // nothing if a check fails. REQUIRES: the stripes of the id and of q.entity->key
-  // are locked.
-  Status stage_commit(Stripe& s, const CommitRequest& q, std::int64_t now, const std::optional<DoneRecord>* pre,
-                      EntityStaging& st, ::rocksdb::WriteBatch& batch);
+  // Checks `q` against its lease (`lease`: s.leases.find(q.id)) and the looked-up
+  // record (read if `pre` is null), stages q.entity (if set) into `st`, and adds its
+  // writes to `batch`; adds nothing if a check fails. REQUIRES: the stripes of the id
+  // and of q.entity->key are locked.
+  Status stage_commit(Stripe& s, Stripe::LeaseMap::iterator lease, const CommitRequest& q, std::int64_t now,
+                      const std::optional<DoneRecord>* pre, EntityStaging& st, ::rocksdb::WriteBatch& batch);
   Status write(::rocksdb::WriteBatch& batch);
   // Locks the stripes of `ids` in index order.
   std::vector<std::unique_lock<std::mutex>> lock_all(const std::vector<std::string_view>& ids);
   // Locks the stripes of a and b (one lock if they share one) in index order.
   std::pair<std::unique_lock<std::mutex>, std::unique_lock<std::mutex>> lock_pair(std::string_view a,
-                                                                                   std::string_view b);
+                                                                                  std::string_view b);
 };
 
 // Maps a RocksDB status to idem's, prefixed with `what`.
