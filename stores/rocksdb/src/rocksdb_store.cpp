@@ -355,14 +355,13 @@ StatusOr<std::optional<RecordInfo>> RocksStore::inspect(std::string_view id, Tim
 }
 
 std::vector<std::unique_lock<std::mutex>> RocksStore::lock_all(const std::vector<std::string_view>& ids) {
-  std::vector<std::size_t> idx;
-  idx.reserve(ids.size());
-  for (auto id : ids) idx.push_back(StringHash{}(id) % stripes.size());
-  std::sort(idx.begin(), idx.end());
-  idx.erase(std::unique(idx.begin(), idx.end()), idx.end());
+  // Each stripe once, in index order: marked, then taken (no sort of the ids' stripes).
+  std::vector<char> wanted(stripes.size(), 0);
+  for (auto id : ids) wanted[stripe_index(id)] = 1;
   std::vector<std::unique_lock<std::mutex>> locks;
-  locks.reserve(idx.size());
-  for (std::size_t i : idx) locks.emplace_back(stripes[i]->mu);
+  for (std::size_t i = 0; i < stripes.size(); ++i) {
+    if (wanted[i]) locks.emplace_back(stripes[i]->mu);
+  }
   return locks;
 }
 
@@ -496,8 +495,8 @@ std::vector<Status> RocksStore::commit_batch(std::span<const CommitRequest> requ
   }
   ::rocksdb::WriteBatch batch;
   EntityStaging entities;
-  std::unordered_set<std::string_view> staged;
-  std::unordered_set<std::string_view> broken;  // capabilities().entity_chains
+  std::unordered_set<std::string_view> staged_unleased;  // the rest are marked in their Lease
+  std::unordered_set<std::string_view> broken;           // capabilities().entity_chains
   std::vector<std::size_t> landed;
   for (std::size_t i = 0; i < requests.size(); ++i) {
     const auto& q = requests[i];
@@ -521,7 +520,8 @@ std::vector<Status> RocksStore::commit_batch(std::span<const CommitRequest> requ
         continue;
       }
     }
-    if (staged.contains(q.id)) {
+    const bool leased = lease[i] != stripe[i]->leases.end();
+    if (leased ? lease[i]->second.staged : staged_unleased.contains(q.id)) {
       out[i] = failed_precondition("rocksdb: commit: the id is already completed (earlier in this batch)");
       if (q.entity) broken.insert(q.entity->key);
       continue;
@@ -529,7 +529,11 @@ std::vector<Status> RocksStore::commit_batch(std::span<const CommitRequest> requ
     // Entity writes of one key later in the batch compare against the earlier ones.
     out[i] = stage_commit(*stripe[i], lease[i], q, to_unix_ms(q.now), &pre[i], entities, batch);
     if (out[i].is_ok()) {
-      staged.insert(q.id);
+      if (leased) {
+        lease[i]->second.staged = true;
+      } else {
+        staged_unleased.insert(q.id);
+      }
       landed.push_back(i);
     } else if (q.entity) {
       broken.insert(q.entity->key);
@@ -539,11 +543,13 @@ std::vector<Status> RocksStore::commit_batch(std::span<const CommitRequest> requ
   Status w = write(batch);
   land_entities(entities, w.is_ok());
   for (std::size_t i : landed) {
+    const bool leased = lease[i] != stripe[i]->leases.end();
     if (!w.is_ok()) {
       out[i] = w;
+      if (leased) lease[i]->second.staged = false;
       continue;
     }
-    if (lease[i] != stripe[i]->leases.end()) stripe[i]->end_lease(lease[i]);
+    if (leased) stripe[i]->end_lease(lease[i]);
   }
   return out;
 }

@@ -60,6 +60,7 @@ struct Lease {
   std::int64_t until_ms = 0;
   std::optional<std::uint64_t> fingerprint;
   bool retry_record = false;  // idem_retries may hold a record of this id
+  bool staged = false;        // commit_batch: a commit of this id is in the batch it builds
 };
 
 // One live entry of the reorder buffer as kept in memory: what removing it and
@@ -102,6 +103,7 @@ struct Stripe {
     l->until_ms = until_ms;
     l->fingerprint = fingerprint;
     l->retry_record = retry_record;
+    l->staged = false;
     if (node) leases.insert(std::move(node));
   }
   // Ends the lease at `it`, keeping its node for reuse. Returns the next iterator.
