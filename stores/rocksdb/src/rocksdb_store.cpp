@@ -2,6 +2,7 @@
 #include <rocksdb/iterator.h>
 
 #include <algorithm>
+#include <numeric>
 #include <unordered_set>
 
 #include "rocksdb_store_impl.hpp"
@@ -377,19 +378,29 @@ std::pair<std::unique_lock<std::mutex>, std::unique_lock<std::mutex>> RocksStore
 
 namespace {
 
-// Reads `keys` from `cf` with one MultiGet; statuses[i] is set for failures.
+// Reads `keys` from `cf` with one MultiGet; statuses[i] is set for failures. The keys
+// go to RocksDB in key order (sorted_input): its own sort compares through the column
+// family's comparator and costs several times this one (perf: 6% of a batch of new
+// ids). Every idem column family orders keys bytewise, as Slice::compare does.
 template <class Decode, class Out>
 void multi_get(::rocksdb::DB& db, ::rocksdb::ColumnFamilyHandle* cf, const std::vector<::rocksdb::Slice>& keys,
                Decode decode, std::vector<Out>& out, std::vector<Status>& statuses, const char* what) {
-  std::vector<::rocksdb::PinnableSlice> values(keys.size());
-  std::vector<::rocksdb::Status> st(keys.size());
-  db.MultiGet(::rocksdb::ReadOptions(), cf, keys.size(), keys.data(), values.data(), st.data());
-  for (std::size_t i = 0; i < keys.size(); ++i) {
-    if (st[i].ok()) {
-      out[i] = decode(std::string_view(values[i].data(), values[i].size()));
+  const std::size_t n = keys.size();
+  std::vector<std::size_t> order(n);
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return keys[a].compare(keys[b]) < 0; });
+  std::vector<::rocksdb::Slice> sorted(n);
+  for (std::size_t k = 0; k < n; ++k) sorted[k] = keys[order[k]];
+  std::vector<::rocksdb::PinnableSlice> values(n);
+  std::vector<::rocksdb::Status> st(n);
+  db.MultiGet(::rocksdb::ReadOptions(), cf, n, sorted.data(), values.data(), st.data(), /*sorted_input=*/true);
+  for (std::size_t k = 0; k < n; ++k) {
+    const std::size_t i = order[k];
+    if (st[k].ok()) {
+      out[i] = decode(std::string_view(values[k].data(), values[k].size()));
       if (!out[i]) statuses[i] = data_loss(std::string("rocksdb: a record in ") + what + " has an unknown format");
-    } else if (!st[i].IsNotFound()) {
-      statuses[i] = to_status(st[i], std::string("read ") + what);
+    } else if (!st[k].IsNotFound()) {
+      statuses[i] = to_status(st[k], std::string("read ") + what);
     }
   }
 }
