@@ -8,7 +8,7 @@
 #include <string>
 #include <unordered_map>
 
-#include "batch_ids.hpp"
+#include "batch_index.hpp"
 #include "pipeline.hpp"
 #include "validate_options.hpp"
 
@@ -72,13 +72,13 @@ std::vector<Decision> Pipeline::process_batch(std::span<const MessageView> ms, H
   std::vector<bool> finished(ms.size(), false);  // decided and counted by process()
   std::vector<std::size_t> firsts;
   std::vector<std::size_t> repeats;  // later copies of an id seen earlier in the batch
-  BatchIds seen(ms.size());
+  BatchIndex seen(ms.size());
   for (std::size_t i = 0; i < ms.size(); ++i) {
     if (auto bad_decision = validate(ms[i])) {
       out[i] = *bad_decision;
       continue;
     }
-    if (seen.insert(*ms[i].id)) {
+    if (seen.insert(*ms[i].id).second) {
       firsts.push_back(i);
     } else {
       repeats.push_back(i);

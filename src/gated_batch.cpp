@@ -24,10 +24,10 @@
 // drain() would run them one transaction at a time once those writes had landed.
 #include <algorithm>
 #include <deque>
-#include <unordered_map>
-#include <unordered_set>
+#include <optional>
+#include <utility>
 
-#include "batch_ids.hpp"
+#include "batch_index.hpp"
 #include "buffer_frame.hpp"
 #include "pipeline.hpp"
 
@@ -65,8 +65,17 @@ struct Projection {
   bool known = false;  // false: read it from the store (the claim's copy may be stale)
 };
 
+// What the batch knows of one of its keys, by the key's BatchIndex.
+struct KeyState {
+  std::optional<Projection> projected;  // none: not met yet, or forgotten
+  bool stale = false;                   // changed in the store outside the projection
+  bool drain = false;                   // strict: a version landed; drain after
+  std::vector<std::size_t> pending;     // where its writes are among the pending commits
+};
+
 // A buffered successor run inside the batch; its commit is among the pending ones.
 struct Absorbed {
+  std::uint32_t key = 0;  // the batch's index of entry.key
   BufferEntry entry;
   Gate gate;  // views into entry
   Run run;
@@ -88,7 +97,10 @@ std::vector<Decision> Pipeline::process_batch_gated(std::span<const MessageView>
   std::vector<Decision> out(ms.size());
   std::vector<bool> finished(ms.size(), false);  // decided and counted by process()
   std::vector<std::size_t> firsts, repeats;
-  BatchIds seen(ms.size());
+  BatchIndex seen(ms.size());
+  BatchIndex key_index(ms.size());
+  std::vector<std::uint32_t> key_of(ms.size());  // each valid message's key, by index
+  std::vector<std::string_view> key_names;       // the keys, by index
   for (std::size_t i = 0; i < ms.size(); ++i) {
     std::optional<Decision> bad_decision = validate(ms[i]);
     if (!bad_decision) bad_decision = validate_entity(ms[i]);
@@ -96,7 +108,10 @@ std::vector<Decision> Pipeline::process_batch_gated(std::span<const MessageView>
       out[i] = *bad_decision;
       continue;
     }
-    if (seen.insert(*ms[i].id)) {
+    const auto [k, new_key] = key_index.insert(*ms[i].key);
+    key_of[i] = k;
+    if (new_key) key_names.push_back(*ms[i].key);
+    if (seen.insert(*ms[i].id).second) {
       firsts.push_back(i);
     } else {
       repeats.push_back(i);
@@ -111,8 +126,8 @@ std::vector<Decision> Pipeline::process_batch_gated(std::span<const MessageView>
     // reorder buffer. (Monotonic keeps the input order: there a lower version after a
     // higher one is stale, whatever batch it comes in.)
     std::stable_sort(firsts.begin(), firsts.end(), [&](std::size_t a, std::size_t b) {
-      const int c = ms[a].key->compare(*ms[b].key);  // one pass over the keys, not two
-      return c != 0 ? c < 0 : *ms[a].version < *ms[b].version;
+      if (key_of[a] != key_of[b]) return key_of[a] < key_of[b];
+      return *ms[a].version < *ms[b].version;
     });
   }
 
@@ -126,14 +141,11 @@ std::vector<Decision> Pipeline::process_batch_gated(std::span<const MessageView>
   }
   auto results = timed_store([&] { return impl_.store->claim_batch(claims); });
 
-  std::unordered_map<std::string_view, Projection> projected;
-  std::unordered_set<std::string_view> stale_keys;  // changed in the store outside the projection
-  std::unordered_set<std::string_view> drain_keys;  // strict: a version landed; drain after
+  std::vector<KeyState> keys(key_names.size());
+  std::vector<std::uint32_t> pending_keys;  // the keys with a write among `commits`
   std::vector<CommitRequest> commits;
   std::vector<std::size_t> commit_index;  // into ms, or ms.size() + an index into absorbed
   std::deque<Absorbed> absorbed;          // stable addresses: commits view into them
-  // The keys with a write among `commits`, and where their writes are.
-  std::unordered_map<std::string_view, std::vector<std::size_t>> pending_keys;
   // Stale buffer entries that a pending commit (at the index) removes: reported as
   // drain() reports them once it lands.
   std::vector<std::pair<std::size_t, BufferEntry>> unbuffered;
@@ -142,17 +154,20 @@ std::vector<Decision> Pipeline::process_batch_gated(std::span<const MessageView>
   std::vector<std::optional<TimePoint>> handler_start(ms.size());
   std::vector<DeferredPut> deferred;  // early versions, put into the buffer together
 
-  // Forgets the projection of `key`: the store changed it outside the projection.
-  auto forget = [&](std::string_view key) {
-    projected.erase(key);
-    stale_keys.insert(key);
+  // Forgets the projection of key k: the store changed it outside the projection.
+  auto forget = [&](std::uint32_t k) {
+    keys[k].projected.reset();
+    keys[k].stale = true;
+  };
+  auto add_pending = [&](std::uint32_t k) {
+    if (keys[k].pending.empty()) pending_keys.push_back(k);
+    keys[k].pending.push_back(commits.size() - 1);
   };
 
   // After the batch commit: the decision of an absorbed entry, reported as drain()
   // would report it.
   auto land_absorbed = [&](Absorbed& a, const Status& s) {
-    const std::string_view key = a.entry.key;
-    ekey_ = key;
+    ekey_ = key_names[a.key];
     Decision d;
     if (s.code() == StatusCode::kAborted) {
       (void)impl_.store->release(release_req(a.entry.id, false));
@@ -163,9 +178,9 @@ std::vector<Decision> Pipeline::process_batch_gated(std::span<const MessageView>
     report_paced(a.entry, d, &a.gate);
     if (s.is_ok()) {
       metrics_.count_drained(1);
-      drain_keys.insert(key);
+      keys[a.key].drain = true;
     } else {
-      forget(key);
+      forget(a.key);
     }
   };
   auto flush = [&] {
@@ -179,18 +194,18 @@ std::vector<Decision> Pipeline::process_batch_gated(std::span<const MessageView>
         land_absorbed(absorbed[i - ms.size()], s);
         continue;
       }
-      const std::string_view key = *ms[i].key;
+      const std::uint32_t kid = key_of[i];
       if (s.code() == StatusCode::kAborted) {
-        ekey_ = key;
+        ekey_ = key_names[kid];
         (void)impl_.store->release(release_req(*ms[i].id, false));
         out[i] = concurrent_update(s);
       } else {
         out[i] = after_commit(s, runs[i], std::move(out[i]));
       }
       if (!s.is_ok()) {
-        forget(key);
+        forget(kid);
       } else if (strict) {
-        drain_keys.insert(key);
+        keys[kid].drain = true;
       }
     }
     for (auto& [k, e] : unbuffered) {
@@ -199,6 +214,7 @@ std::vector<Decision> Pipeline::process_batch_gated(std::span<const MessageView>
     unbuffered.clear();
     commits.clear();
     commit_index.clear();
+    for (std::uint32_t k : pending_keys) keys[k].pending.clear();
     pending_keys.clear();
     ekey_ = saved_key;
   };
@@ -206,9 +222,9 @@ std::vector<Decision> Pipeline::process_batch_gated(std::span<const MessageView>
   // Lands the pending commits if one of them writes `key`, then (strict) drains the
   // key's successors if a commit of it landed, as process() would have right after it.
   // The single-message path of a key touches that key only: other keys' commits wait.
-  auto settle = [&](std::string_view key) {
-    if (pending_keys.contains(key)) flush();
-    if (drain_keys.erase(key) > 0 && drain(key, h) > 0) forget(key);
+  auto settle = [&](std::uint32_t k) {
+    if (!keys[k].pending.empty()) flush();
+    if (std::exchange(keys[k].drain, false) && drain(key_names[k], h) > 0) forget(k);
   };
 
   // Strict, entity_chains: runs `entries` (the key's buffer, by version) from the one
@@ -217,7 +233,8 @@ std::vector<Decision> Pipeline::process_batch_gated(std::span<const MessageView>
   // an undecodable frame, a transition that does not apply (drain() decides those), or
   // a handler failure (decided here, as drain() would). Returns how many successors it
   // decided.
-  auto absorb = [&](std::string_view key, Projection& p, std::vector<BufferEntry>& entries) -> std::size_t {
+  auto absorb = [&](std::uint32_t k, Projection& p, std::vector<BufferEntry>& entries) -> std::size_t {
+    const std::string_view key = key_names[k];
     if (h.call_encoded == nullptr || entries.empty() || p.record.version == 0) return 0;
     {
       std::lock_guard lock(impl_.buffered_mu);
@@ -228,9 +245,7 @@ std::vector<Decision> Pipeline::process_batch_gated(std::span<const MessageView>
     // removed by that commit, as drain() would remove it after the commit.
     std::size_t first = 0;
     for (; first < entries.size() && entries[first].version <= p.record.version; ++first) {
-      auto pk = pending_keys.find(key);
-      if (pk == pending_keys.end()) continue;
-      for (std::size_t c : pk->second) {
+      for (std::size_t c : keys[k].pending) {
         std::optional<EntityWrite>& w = commits[c].entity;
         if (w && w->version == entries[first].version && !w->unbuffer) {
           w->unbuffer = w->version;
@@ -253,6 +268,7 @@ std::vector<Decision> Pipeline::process_batch_gated(std::span<const MessageView>
       auto& c = granted[ran];
       if (!c.ok() || c->status != ClaimStatus::kNew) break;
       Absorbed& a = absorbed.emplace_back();
+      a.key = k;
       a.entry = std::move(entries[ran]);
       const auto frame = unframe_buffered(a.entry.message);
       Gate& g = a.gate;
@@ -293,19 +309,19 @@ std::vector<Decision> Pipeline::process_batch_gated(std::span<const MessageView>
       if (a.run.kind != HandlerResult::Kind::kOk) {
         // As drain() would: the key's pending writes land first, then the failure path
         // (which may write the entity: a dead-lettered version is used up).
-        if (pending_keys.contains(key)) flush();
+        if (!keys[k].pending.empty()) flush();
         ekey_ = key;
         advanced_ = false;
         report_paced(a.entry, after_failure(a.entry.id, std::nullopt, c->retries, a.run, &g), &g);
-        forget(key);
-        if (advanced_) drain_keys.insert(key);
+        forget(k);
+        if (advanced_) keys[k].drain = true;
         ++ran;  // decided
         break;
       }
       Decision d = Decision::ack(Reason::kProcessed);
       commits.push_back(commit_request(a.entry.id, std::nullopt, Outcome::kProcessed, storable_result(a.run, d), &g));
       commit_index.push_back(ms.size() + absorbed.size() - 1);
-      pending_keys[key].push_back(commits.size() - 1);
+      add_pending(k);
       p.record.revision += 1;
       p.record.version = a.entry.version;
       if (!g.to.empty()) p.record.state = std::string(g.to);
@@ -324,8 +340,8 @@ std::vector<Decision> Pipeline::process_batch_gated(std::span<const MessageView>
   auto single = [&](std::size_t i, const ClaimResult& claim, TimePoint t, bool renew) {
     const MessageView& m = ms[i];
     const std::string_view key = *m.key;
-    settle(key);
-    forget(key);
+    settle(key_of[i]);
+    forget(key_of[i]);
     ekey_ = key;
     advanced_ = false;
     TimePoint lease_until = start + o_.lease;
@@ -376,7 +392,7 @@ std::vector<Decision> Pipeline::process_batch_gated(std::span<const MessageView>
       const auto live =
           std::find_if(next->begin(), next->end(), [&](const BufferEntry& b) { return b.version >= expected; });
       if (live != next->end() && live->version == expected) {
-        const bool moved = chains && absorb(*m.key, p, *next) > 0 && !stale_keys.contains(*m.key);
+        const bool moved = chains && absorb(key_of[i], p, *next) > 0 && !keys[key_of[i]].stale;
         return moved ? Turn::kRecheck : Turn::kSingle;
       }
     }
@@ -406,21 +422,25 @@ std::vector<Decision> Pipeline::process_batch_gated(std::span<const MessageView>
       continue;
     }
     const std::string_view key = *m.key;
+    const std::uint32_t kid = key_of[i];
     // A store without entity_chains gets at most one write per key per batch commit.
-    if (!chains) settle(key);
+    if (!chains) settle(kid);
     ekey_ = key;
-    auto [pos, fresh] = projected.try_emplace(key);
-    Projection& p = pos->second;
-    if (fresh && !stale_keys.contains(key)) {
-      p.record = claim->entity;
-      p.known = true;
+    KeyState& ks = keys[kid];
+    if (!ks.projected) {
+      ks.projected.emplace();
+      if (!ks.stale) {
+        ks.projected->record = claim->entity;
+        ks.projected->known = true;
+      }
     }
+    Projection& p = *ks.projected;
     if (!p.known) {
       auto e = timed_store([&] { return impl_.store->read_entity(key); });
       if (!e.ok()) {
         (void)impl_.store->release(release_req(*m.id, false));
         out[i] = store_failure(e.status());
-        forget(key);
+        forget(kid);
         continue;
       }
       p.record = std::move(e).value();
@@ -446,18 +466,18 @@ std::vector<Decision> Pipeline::process_batch_gated(std::span<const MessageView>
     runs[i] = run_handler(h, i, ctx, t);
     if (runs[i].kind != HandlerResult::Kind::kOk) {
       // The failure path may write the entity (a dead-lettered version is used up).
-      settle(key);
+      settle(kid);
       ekey_ = key;
       advanced_ = false;
       out[i] = after_failure(*m.id, fps[i], claim->retries, runs[i], &g);
-      forget(key);
+      forget(kid);
       if (advanced_ && strict) drain(key, h);
       continue;
     }
     out[i] = Decision::ack(Reason::kProcessed);
     commits.push_back(commit_request(*m.id, fps[i], Outcome::kProcessed, storable_result(runs[i], out[i]), &g));
     commit_index.push_back(i);
-    pending_keys[key].push_back(commits.size() - 1);
+    add_pending(kid);
     p.record.revision += 1;
     if (g.version) p.record.version = *g.version;
     if (!g.to.empty()) p.record.state = std::string(g.to);
@@ -477,23 +497,25 @@ std::vector<Decision> Pipeline::process_batch_gated(std::span<const MessageView>
       const std::size_t i = deferred[k].index;
       ekey_ = *ms[i].key;
       out[i] = after_buffer_put(ms[i], fps[i], answers[k], deferred[k].expected);
-      if (answers[k].is_ok()) drain_keys.insert(*ms[i].key);
+      if (answers[k].is_ok()) keys[key_of[i]].drain = true;
     }
   }
   if (strict && chains) {
     // The buffered successors that the pending writes make next, absorbed too.
-    std::vector<std::string_view> keys;
-    for (const auto& kv : pending_keys) keys.push_back(kv.first);
-    std::sort(keys.begin(), keys.end());
-    for (std::string_view key : keys) {
-      auto pos = projected.find(key);
-      if (pos == projected.end() || !pos->second.known) continue;
-      auto next = timed_store([&] { return impl_.store->buffer_read(key, kAbsorbAhead); });
-      if (next.ok()) absorb(key, pos->second, *next);  // drain() runs what it leaves
+    // In key order (absorb may flush, which empties pending_keys: a copy).
+    std::vector<std::uint32_t> advanced = pending_keys;
+    std::sort(advanced.begin(), advanced.end(),
+              [&](std::uint32_t a, std::uint32_t b) { return key_names[a] < key_names[b]; });
+    for (std::uint32_t k : advanced) {
+      if (!keys[k].projected || !keys[k].projected->known) continue;
+      auto next = timed_store([&] { return impl_.store->buffer_read(key_names[k], kAbsorbAhead); });
+      if (next.ok()) absorb(k, *keys[k].projected, *next);  // drain() runs what it leaves
     }
   }
   flush();
-  for (std::string_view key : drain_keys) drain(key, h);
+  for (std::uint32_t k = 0; k < keys.size(); ++k) {
+    if (keys[k].drain) drain(key_names[k], h);
+  }
   for (std::size_t i = 0; i < ms.size(); ++i) {
     if (!finished[i]) finish(ms[i], out[i], handler_start[i]);
   }
