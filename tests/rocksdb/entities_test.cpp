@@ -216,6 +216,31 @@ TEST(RocksdbEntities, BufferTotalsAreRebuiltAtOpen) {
   EXPECT_TRUE(store->buffer_put(put("key-9", 1, "x", "", limits)).is_ok());
 }
 
+// A batch of puts whose write fails stores nothing and returns every reservation it
+// made: the same puts then fit the same limits.
+TEST(RocksdbEntities, AFailedBufferWriteReturnsItsReservations) {
+  TempDir dir("rocksdb-entities");
+  bool fail = true;
+  rocksdb::Options o;
+  o.path = dir.sub("db");
+  o.fault_hook = [&](std::string_view point) -> Status {
+    return fail && point == "rocksdb.buffer_put.write" ? unavailable("injected") : Status::ok();
+  };
+  auto opened = rocksdb::open(o);
+  ASSERT_TRUE(opened.ok()) << opened.status().to_string();
+  Store& store = **opened;
+  const BufferLimits limits{.per_key = 2, .total = 2, .total_bytes = 1 << 20};
+  const std::vector<BufferPut> puts = {put("k", 2, "m2", "two", limits), put("k", 3, "m3", "three", limits)};
+  for (const Status& s : store.buffer_put_batch(puts)) EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.to_string();
+  EXPECT_EQ(store.buffer_summary(0)->count, 0u);
+  EXPECT_EQ(store.buffer_summary(0)->bytes, 0u);
+  EXPECT_TRUE(store.buffer_read("k", 10)->empty());
+  fail = false;
+  for (const Status& s : store.buffer_put_batch(puts)) EXPECT_TRUE(s.is_ok()) << s.to_string();
+  EXPECT_EQ(store.buffer_summary(0)->count, 2u);
+  EXPECT_EQ(store.buffer_read("k", 10)->size(), 2u);
+}
+
 TEST(RocksdbEntities, ConcurrentPutsNeverPassTheLimits) {
   TempDir dir("rocksdb-entities");
   auto store = open_ok(dir.sub("db"));

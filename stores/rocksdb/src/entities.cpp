@@ -335,6 +335,7 @@ std::vector<Status> RocksStore::buffer_put_batch(std::span<const BufferPut> puts
         "buffer_put");
   }
   if (written.empty()) return out;
+  if (w.is_ok() && options.fault_hook) w = options.fault_hook(kBufferPutPoint);
   if (w.is_ok()) w = to_status(db_->Write(write_options, &batch), "buffer_put");
   if (!w.is_ok()) {
     std::size_t count = 0, bytes = 0;

@@ -35,6 +35,7 @@ inline constexpr const char* kBufferCf = "idem_buffer";
 inline constexpr const char* kLayoutKey = "layout";
 inline constexpr const char* kLayoutPrefix = "idem.rocksdb/";
 inline constexpr const char* kCommitPoint = "rocksdb.commit.write";
+inline constexpr const char* kBufferPutPoint = "rocksdb.buffer_put.write";
 
 // Drops records whose expiry is at or before *watermark_ms (the largest `now` the
 // store has been given). Thread-safe: atomics only.

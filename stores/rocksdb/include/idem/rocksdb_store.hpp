@@ -72,7 +72,9 @@ struct Options {
   // Column families the handler may write in transactional mode besides "default";
   // created if absent. Names must not start with "idem_". Default: none.
   std::vector<std::string> user_column_families{};
-  FaultHook fault_hook{};  // tests only: called at "rocksdb.commit.write" (see store.hpp)
+  // Tests only (see store.hpp): called at "rocksdb.commit.write" and
+  // "rocksdb.buffer_put.write", before the operation's one WriteBatch is written.
+  FaultHook fault_hook{};
 };
 
 // Opens (creating if needed) the store. Errors, each naming the path:
