@@ -59,18 +59,14 @@ bool Pipeline::applies_in_order(const MessageView& m, const EntityRecord& e, Gat
 
 namespace {
 
-// The entity record of a key as this batch leaves it.
-struct Projection {
-  EntityRecord record;
-  bool known = false;  // false: read it from the store (the claim's copy may be stale)
-};
-
 // What the batch knows of one of its keys, by the key's BatchIndex.
 struct KeyState {
-  std::optional<Projection> projected;  // none: not met yet, or forgotten
-  bool stale = false;                   // changed in the store outside the projection
-  bool drain = false;                   // strict: a version landed; drain after
-  std::vector<std::size_t> pending;     // where its writes are among the pending commits
+  // The key's entity record as the batch's pending commits leave it; none: not met
+  // yet, or forgotten (then read from the store: the claim's copy may be stale).
+  std::optional<EntityRecord> projected;
+  bool stale = false;                // changed in the store outside the projection
+  bool drain = false;                // strict: a version landed; drain after
+  std::vector<std::size_t> pending;  // where its writes are among the pending commits
 };
 
 // A buffered successor run inside the batch; its commit is among the pending ones.
@@ -233,9 +229,9 @@ std::vector<Decision> Pipeline::process_batch_gated(std::span<const MessageView>
   // an undecodable frame, a transition that does not apply (drain() decides those), or
   // a handler failure (decided here, as drain() would). Returns how many successors it
   // decided.
-  auto absorb = [&](std::uint32_t k, Projection& p, std::vector<BufferEntry>& entries) -> std::size_t {
+  auto absorb = [&](std::uint32_t k, EntityRecord& p, std::vector<BufferEntry>& entries) -> std::size_t {
     const std::string_view key = key_names[k];
-    if (h.call_encoded == nullptr || entries.empty() || p.record.version == 0) return 0;
+    if (h.call_encoded == nullptr || entries.empty() || p.version == 0) return 0;
     {
       std::lock_guard lock(impl_.buffered_mu);
       if (impl_.drain_not_before.contains(std::string(key))) return 0;  // drain() paces it
@@ -244,7 +240,7 @@ std::vector<Decision> Pipeline::process_batch_gated(std::span<const MessageView>
     // of the batch applies (a redelivery of a buffered message, run in order) is
     // removed by that commit, as drain() would remove it after the commit.
     std::size_t first = 0;
-    for (; first < entries.size() && entries[first].version <= p.record.version; ++first) {
+    for (; first < entries.size() && entries[first].version <= p.version; ++first) {
       for (std::size_t c : keys[k].pending) {
         std::optional<EntityWrite>& w = commits[c].entity;
         if (w && w->version == entries[first].version && !w->unbuffer) {
@@ -256,7 +252,7 @@ std::vector<Decision> Pipeline::process_batch_gated(std::span<const MessageView>
     }
     entries.erase(entries.begin(), entries.begin() + static_cast<std::ptrdiff_t>(first));
     std::size_t n = 0;
-    while (n < entries.size() && entries[n].version == p.record.version + 1 + n) ++n;
+    while (n < entries.size() && entries[n].version == p.version + 1 + n) ++n;
     if (n == 0) return 0;
     const TimePoint t = tick();
     std::vector<ClaimRequest> qs;
@@ -273,12 +269,12 @@ std::vector<Decision> Pipeline::process_batch_gated(std::span<const MessageView>
       const auto frame = unframe_buffered(a.entry.message);
       Gate& g = a.gate;
       g.key = a.entry.key;
-      g.revision = p.record.revision;
+      g.revision = p.revision;
       g.version = a.entry.version;
       g.drained = true;
       bool applies = frame.has_value();
       if (applies && o_.machine) {
-        const StateGate::Check chk = o_.machine->check(p.record.state, frame->event);
+        const StateGate::Check chk = o_.machine->check(p.state, frame->event);
         applies = chk.answer == StateGate::Answer::kApply;
         g.event = frame->event;
         g.from = chk.from;
@@ -322,9 +318,9 @@ std::vector<Decision> Pipeline::process_batch_gated(std::span<const MessageView>
       commits.push_back(commit_request(a.entry.id, std::nullopt, Outcome::kProcessed, storable_result(a.run, d), &g));
       commit_index.push_back(ms.size() + absorbed.size() - 1);
       add_pending(k);
-      p.record.revision += 1;
-      p.record.version = a.entry.version;
-      if (!g.to.empty()) p.record.state = std::string(g.to);
+      p.revision += 1;
+      p.version = a.entry.version;
+      if (!g.to.empty()) p.state = std::string(g.to);
     }
     ekey_ = key;
     for (std::size_t j = ran; j < n; ++j) {  // claimed, not run: left to drain()
@@ -377,10 +373,10 @@ std::vector<Decision> Pipeline::process_batch_gated(std::span<const MessageView>
   // writes the entity — unless the key's buffer holds the version the projection
   // expects next, which process() would have drained before i: then those entries are
   // absorbed if they can be (kRecheck), else i takes the single-message path.
-  auto out_of_turn = [&](std::size_t i, const ClaimResult& claim, Projection& p, TimePoint t) {
+  auto out_of_turn = [&](std::size_t i, const ClaimResult& claim, EntityRecord& p, TimePoint t) {
     const MessageView& m = ms[i];
     if (!strict) return Turn::kSingle;
-    const EntityRecord& e = p.record;
+    const EntityRecord& e = p;
     const std::uint64_t v = *m.version;
     const std::uint64_t expected = e.version == 0 ? o_.ordering.first_version.value_or(v) : e.version + 1;
     if (v == expected) return Turn::kSingle;
@@ -427,15 +423,8 @@ std::vector<Decision> Pipeline::process_batch_gated(std::span<const MessageView>
     if (!chains) settle(kid);
     ekey_ = key;
     KeyState& ks = keys[kid];
+    if (!ks.projected && !ks.stale) ks.projected = claim->entity;
     if (!ks.projected) {
-      ks.projected.emplace();
-      if (!ks.stale) {
-        ks.projected->record = claim->entity;
-        ks.projected->known = true;
-      }
-    }
-    Projection& p = *ks.projected;
-    if (!p.known) {
       auto e = timed_store([&] { return impl_.store->read_entity(key); });
       if (!e.ok()) {
         (void)impl_.store->release(release_req(*m.id, false));
@@ -443,14 +432,14 @@ std::vector<Decision> Pipeline::process_batch_gated(std::span<const MessageView>
         forget(kid);
         continue;
       }
-      p.record = std::move(e).value();
-      p.known = true;
+      ks.projected = std::move(e).value();
     }
+    EntityRecord& p = *ks.projected;
     Gate g;
     const TimePoint t = tick();
     const bool renew = t - start > o_.lease / kBatchLeaseRenewDivisor;
     Turn turn = Turn::kRecheck;
-    while (!renew && turn == Turn::kRecheck && !applies_in_order(m, p.record, g)) {
+    while (!renew && turn == Turn::kRecheck && !applies_in_order(m, p, g)) {
       g = Gate{};
       turn = out_of_turn(i, *claim, p, t);
     }
@@ -478,9 +467,9 @@ std::vector<Decision> Pipeline::process_batch_gated(std::span<const MessageView>
     commits.push_back(commit_request(*m.id, fps[i], Outcome::kProcessed, storable_result(runs[i], out[i]), &g));
     commit_index.push_back(i);
     add_pending(kid);
-    p.record.revision += 1;
-    if (g.version) p.record.version = *g.version;
-    if (!g.to.empty()) p.record.state = std::string(g.to);
+    p.revision += 1;
+    if (g.version) p.version = *g.version;
+    if (!g.to.empty()) p.state = std::string(g.to);
   }
   if (!deferred.empty()) {
     // The early versions' puts, in one call; each gets the decision a put of its own
@@ -507,7 +496,7 @@ std::vector<Decision> Pipeline::process_batch_gated(std::span<const MessageView>
     std::sort(advanced.begin(), advanced.end(),
               [&](std::uint32_t a, std::uint32_t b) { return key_names[a] < key_names[b]; });
     for (std::uint32_t k : advanced) {
-      if (!keys[k].projected || !keys[k].projected->known) continue;
+      if (!keys[k].projected) continue;
       auto next = timed_store([&] { return impl_.store->buffer_read(key_names[k], kAbsorbAhead); });
       if (next.ok()) absorb(k, *keys[k].projected, *next);  // drain() runs what it leaves
     }
