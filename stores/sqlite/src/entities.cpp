@@ -237,14 +237,7 @@ Status check_put(const BufferPut& p) {
 }
 }  // namespace
 
-Status SqliteStore::buffer_put(const BufferPut& p) {
-  if (Status s = check_put(p); !s.is_ok()) return s;
-  std::lock_guard lock(mu_);
-  WriteScope scope(*this);
-  if (Status s = scope.start(); !s.is_ok()) return s;
-  if (Status s = buffer_put_one(p); !s.is_ok()) return s;
-  return scope.finish();
-}
+Status SqliteStore::buffer_put(const BufferPut& p) { return buffer_put_batch(std::span<const BufferPut>(&p, 1))[0]; }
 
 std::vector<Status> SqliteStore::buffer_put_batch(std::span<const BufferPut> puts) {
   std::vector<Status> out;
