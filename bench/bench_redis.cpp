@@ -128,7 +128,7 @@ void expect_new(const idem::StatusOr<idem::ClaimResult>& c) {
   if (c->status != ClaimStatus::kNew) die("a fresh id was not new");
 }
 void expect_ok(const idem::Status& s) {
-  if (!s.is_ok()) die(s.to_string());
+  if (!s.ok()) die(s.to_string());
 }
 
 // The floor rows' commit: KEYS the records; ARGV px, the owner's lease prefix, then one

@@ -219,7 +219,7 @@ PathResult run_store_direct(Store& store, const Stream& s) {
       ++r.other;
     } else if (c->status == ClaimStatus::kCompleted) {
       ++r.duplicates;
-    } else if (c->status != ClaimStatus::kNew || !store.commit({m.id, owner, std::nullopt, now, kTtl, std::nullopt}).is_ok()) {
+    } else if (c->status != ClaimStatus::kNew || !store.commit({m.id, owner, std::nullopt, now, kTtl, std::nullopt}).ok()) {
       ++r.other;
     } else {
       ++r.processed;

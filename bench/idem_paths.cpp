@@ -101,7 +101,7 @@ PathResult run_memory_store_direct(const Stream& s) {
     q.owner = owner;
     q.now = now;
     q.ttl = ttl;
-    if (store->commit(q).is_ok()) ++r.processed; else ++r.other;
+    if (store->commit(q).ok()) ++r.processed; else ++r.other;
   }
   sw.stop_into(r);
   r.messages = s.messages.size();

@@ -30,7 +30,7 @@ Engine::Engine(ConsumerOptions options) : opts_(std::move(options)), impl_(std::
 Engine::~Engine() = default;
 
 StatusOr<std::unique_ptr<Engine>> Engine::create(ConsumerOptions options, ExtractorSet extractors) {
-  if (Status s = validate_options(options, extractors); !s.is_ok()) return s;
+  if (Status s = validate_options(options, extractors); !s.ok()) return s;
   if (options.owner.empty()) options.owner = default_owner();
   if (!options.clock) options.clock = system_clock();
   std::unique_ptr<Engine> e(new Engine(std::move(options)));
@@ -50,12 +50,12 @@ void Engine::misplaced_manual_call() {
 }
 
 Status Engine::extend_lease(HandlerContext& ctx, Duration lease) {
-  if (!needs_dedup(opts_.guarantee) || opts_.guarantee == Guarantee::kAtMostOnce) return Status::ok();
+  if (!needs_dedup(opts_.guarantee) || opts_.guarantee == Guarantee::kAtMostOnce) return ok_status();
   const TimePoint now = impl_->now();
   ExtendRequest req{ctx.id_, opts_.owner, lease, now, std::nullopt};
   if (!ctx.key_.empty() && entity_gated(opts_)) req.entity_key = ctx.key_;
   Status s = impl_->store->extend(req);
-  if (s.is_ok()) ctx.lease_until_ = now + lease;
+  if (s.ok()) ctx.lease_until_ = now + lease;
   return s;
 }
 
@@ -116,7 +116,7 @@ std::vector<Decision> Pipeline::process_batch(std::span<const MessageView> ms, H
     TimePoint lease_until = start + o_.lease;
     if (t - start > o_.lease / kBatchLeaseRenewDivisor) {
       Status s = timed_store([&] { return impl_.store->extend({*m.id, o_.owner, o_.lease, t, std::nullopt}); });
-      if (!s.is_ok()) {
+      if (!s.ok()) {
         out[i] = process(m, h, i);
         finished[i] = true;
         continue;
@@ -174,7 +174,7 @@ std::vector<Decision> Engine::process_batch(std::span<const MessageView> ms, Han
 namespace idem {
 
 Status HandlerContext::extend_lease(Duration lease) {
-  if (engine_ == nullptr) return Status::ok();
+  if (engine_ == nullptr) return ok_status();
   return engine_->extend_lease(*this, lease);
 }
 

@@ -109,7 +109,7 @@ Decision Pipeline::buffer_early(const MessageView& m, std::optional<std::uint64_
   BufferPut put{*m.key, *m.version, *m.id, message, last_, o_.ordering.limits};
   Status s = timed_store([&] { return impl_.store->buffer_put(put); });
   Decision d = after_buffer_put(m, fp, s, expected);
-  if (s.is_ok()) {
+  if (s.ok()) {
     // The predecessor may have been committed (by another consumer) after our claim
     // read the entity and before the entry was stored: then nobody else will drain it.
     drain(*m.key, h);
@@ -132,7 +132,7 @@ Decision Pipeline::after_buffer_put(const MessageView& m, std::optional<std::uin
     d.detail = s.message();
     return d;
   }
-  if (!s.is_ok()) return store_failure(s);
+  if (!s.ok()) return store_failure(s);
   // A non-durable store would lose the buffered message in a crash: the delivery stays
   // unacked (hold) and on_buffered reports when it has been processed.
   Decision d =
@@ -204,7 +204,7 @@ bool Pipeline::run_buffered(const BufferEntry& e, HandlerThunk h) {
     // Done before without moving the version (e.g. dead-lettered by a gap policy that
     // stopped before removing the entry): it only uses up its version.
     EntityWrite w{e.key, ent->revision, e.version, std::nullopt, e.version};
-    if (!timed_store([&] { return impl_.store->write_entity(w); }).is_ok()) return false;
+    if (!timed_store([&] { return impl_.store->write_entity(w); }).ok()) return false;
     report(e, Decision::ack(Reason::kDuplicate), nullptr);
     return true;
   }
@@ -340,7 +340,7 @@ std::size_t Pipeline::apply_gap_policy(const BufferedKey& k, HandlerThunk h) {
     case GapPolicy::kSkip: {
       const std::uint64_t from = ent->version + 1;
       EntityWrite w{k.key, ent->revision, lowest - 1, std::nullopt, std::nullopt};
-      if (!timed_store([&] { return impl_.store->write_entity(w); }).is_ok()) return 0;
+      if (!timed_store([&] { return impl_.store->write_entity(w); }).ok()) return 0;
       metrics_.count_skipped(lowest - from);
       log_warn(impl_.log, "idem: gap timeout on key {}: skipped versions {}..{} after {} ms", printable(k.key), from,
                lowest - 1, o_.ordering.gap_timeout.count());
@@ -360,7 +360,7 @@ std::size_t Pipeline::apply_gap_policy(const BufferedKey& k, HandlerThunk h) {
           Status s = timed_store([&] {
             return impl_.store->commit(commit_request(e.id, std::nullopt, Outcome::kDeadLettered, std::nullopt));
           });
-          if (!s.is_ok()) break;
+          if (!s.ok()) break;
         }
         (void)timed_store([&] { return impl_.store->buffer_remove(e.key, e.version); });
         Decision d = Decision::dead_letter(Reason::kGapTimeout, "version " + std::to_string(ent->version + 1) +

@@ -172,7 +172,7 @@ std::vector<Decision> Pipeline::process_batch_gated(std::span<const MessageView>
       d = after_commit(s, a.run, Decision::ack(Reason::kProcessed));
     }
     report_paced(a.entry, d, &a.gate);
-    if (s.is_ok()) {
+    if (s.ok()) {
       metrics_.count_drained(1);
       keys[a.key].drain = true;
     } else {
@@ -198,14 +198,14 @@ std::vector<Decision> Pipeline::process_batch_gated(std::span<const MessageView>
       } else {
         out[i] = after_commit(s, runs[i], std::move(out[i]));
       }
-      if (!s.is_ok()) {
+      if (!s.ok()) {
         forget(kid);
       } else if (strict) {
         keys[kid].drain = true;
       }
     }
     for (auto& [k, e] : unbuffered) {
-      if (statuses[k].is_ok()) report(e, stale_entry(e.version, e.version), nullptr);
+      if (statuses[k].ok()) report(e, stale_entry(e.version, e.version), nullptr);
     }
     unbuffered.clear();
     commits.clear();
@@ -343,7 +343,7 @@ std::vector<Decision> Pipeline::process_batch_gated(std::span<const MessageView>
     TimePoint lease_until = start + o_.lease;
     if (renew) {
       ExtendRequest req{*m.id, o_.owner, o_.lease, t, key};
-      if (!timed_store([&] { return impl_.store->extend(req); }).is_ok()) {
+      if (!timed_store([&] { return impl_.store->extend(req); }).ok()) {
         out[i] = process(m, h, i);  // the lease was lost: claim it again
         finished[i] = true;
         return;
@@ -486,7 +486,7 @@ std::vector<Decision> Pipeline::process_batch_gated(std::span<const MessageView>
       const std::size_t i = deferred[k].index;
       ekey_ = *ms[i].key;
       out[i] = after_buffer_put(ms[i], fps[i], answers[k], deferred[k].expected);
-      if (answers[k].is_ok()) keys[key_of[i]].drain = true;
+      if (answers[k].ok()) keys[key_of[i]].drain = true;
     }
   }
   if (strict && chains) {

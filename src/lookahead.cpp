@@ -69,12 +69,12 @@ Status Lookahead::flush() {
     owner = owner_;
     clock = clock_;
   }
-  if (!c) return Status::ok();
+  if (!c) return ok_status();
   return release(*c, *store, *owner, clock->now());
 }
 
 Status Lookahead::release(const Claimed& c, Store& store, const std::string& owner, TimePoint now) {
-  if (c.claim.status != ClaimStatus::kNew) return Status::ok();
+  if (c.claim.status != ClaimStatus::kNew) return ok_status();
   return store.release({c.id, owner, false, now, Duration{0}, std::nullopt}).status();
 }
 
@@ -95,7 +95,7 @@ Decision Engine::process_ahead(const MessageView& m, HandlerThunk h, const Messa
   auto drop = [&](TimePoint now) {
     if (!pre) return;
     Status s = Lookahead::release(*pre, store, opts_.owner, now);
-    if (!s.is_ok())
+    if (!s.ok())
       log_error(impl_->log, "idem: release of a lookahead claim failed (the lease will expire instead): {}",
                 s.to_string());
     pre.reset();
@@ -116,7 +116,7 @@ Decision Engine::process_ahead(const MessageView& m, HandlerThunk h, const Messa
         lease_until = pre->at + opts_.lease;
         if (t - pre->at > opts_.lease / kRenewDivisor) {
           Status s = p.timed_store([&] { return store.extend({*m.id, opts_.owner, opts_.lease, t, std::nullopt}); });
-          if (s.is_ok()) {
+          if (s.ok()) {
             lease_until = t + opts_.lease;
             claim = std::move(pre->claim);
           } else if (s.code() != StatusCode::kFailedPrecondition) {

@@ -256,7 +256,7 @@ class Pipeline {
 
   // The decision after a successful handler run whose commit returned `s`.
   Decision after_commit(const Status& s, const Run& run, Decision d) {
-    if (s.is_ok()) {
+    if (s.ok()) {
       d.result = run.result;
       note_commit();
       return d;
@@ -277,7 +277,7 @@ class Pipeline {
                          const Gate* gate = nullptr) {
     if (run.unacknowledged) {
       Status s = timed_store([&] { return impl_.store->release(release_req(id, false)).status(); });
-      if (!s.is_ok()) log_error(impl_.log, "idem: release failed: {}", s.to_string());
+      if (!s.ok()) log_error(impl_.log, "idem: release failed: {}", s.to_string());
       Decision d = Decision::hold(Reason::kUnacknowledged);
       d.detail = "manual guarantee: the handler neither acked nor nacked";
       return d;
@@ -343,7 +343,7 @@ class Pipeline {
     if (claim->status != ClaimStatus::kNew) return answer_existing(*claim);
     Status s =
         timed_store([&] { return impl_.store->commit(commit_request(*m.id, fp, Outcome::kProcessed, std::nullopt)); });
-    if (!s.is_ok()) return after_commit(s, Run{}, Decision::ack(Reason::kProcessed));
+    if (!s.ok()) return after_commit(s, Run{}, Decision::ack(Reason::kProcessed));
     note_commit();
     HandlerContext ctx;
     ContextAccess::init(ctx, &engine_, *m.id, claim->retries + 1, o_.guarantee, start, nullptr);
@@ -414,8 +414,8 @@ class Pipeline {
     const auto result = storable_result(run, d);
     const CommitRequest req = commit_request(id, fp, Outcome::kProcessed, result, gate);
     Status s = timed_store([&] { return txn ? txn->commit(req) : impl_.store->commit(req); });
-    if (s.is_ok() && gate != nullptr && gate->version) advanced_ = true;
-    if (!s.is_ok() && (txn || s.code() == StatusCode::kAborted)) {
+    if (s.ok() && gate != nullptr && gate->version) advanced_ = true;
+    if (!s.ok() && (txn || s.code() == StatusCode::kAborted)) {
       // Nothing was committed: with a transaction the handler's writes were rolled back
       // with it, so a redelivery may run it again at once. kAborted: another consumer
       // changed the entity since the claim read it.
@@ -455,8 +455,8 @@ class Pipeline {
       (void)impl_.store->release(release_req(id, false));
       return concurrent_update(s);
     }
-    if (!s.is_ok() && s.code() != StatusCode::kFailedPrecondition) return store_failure(s);
-    if (s.is_ok() && g) advanced_ = true;
+    if (!s.ok() && s.code() != StatusCode::kFailedPrecondition) return store_failure(s);
+    if (s.ok() && g) advanced_ = true;
     return Decision::dead_letter(why, std::move(detail));
   }
 

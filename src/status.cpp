@@ -1,5 +1,8 @@
 #include "idem/status.hpp"
 
+#include <cstdio>
+#include <cstdlib>
+
 namespace idem {
 
 std::string_view status_code_name(StatusCode code) {
@@ -18,11 +21,20 @@ std::string_view status_code_name(StatusCode code) {
 }
 
 std::string Status::to_string() const {
-  if (is_ok()) return "OK";
+  if (ok()) return "OK";
   std::string s(status_code_name(code_));
   s += ": ";
   s += message_;
   return s;
 }
+
+namespace detail {
+
+void die_on_bad_value_access(const Status& status) {
+  std::fprintf(stderr, "idem: StatusOr::value() on an error: %s\n", status.to_string().c_str());
+  std::abort();
+}
+
+}  // namespace detail
 
 }  // namespace idem

@@ -22,7 +22,7 @@ std::vector<Status> Store::commit_batch(std::span<const CommitRequest> requests)
       continue;
     }
     out.push_back(commit(r));
-    if (r.entity && !out.back().is_ok()) broken.insert(r.entity->key);
+    if (r.entity && !out.back().ok()) broken.insert(r.entity->key);
   }
   return out;
 }

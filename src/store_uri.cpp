@@ -75,7 +75,7 @@ Status StoreUri::check_params(std::initializer_list<std::string_view> known) con
     return invalid_argument("store URI (" + scheme + ":): unknown parameter \"" + k + "\"" +
                             (list.empty() ? std::string(" (this store takes none)") : "; known: " + list));
   }
-  return Status::ok();
+  return ok_status();
 }
 
 StatusOr<std::uint64_t> StoreUri::param_uint(std::string_view name, std::uint64_t fallback) const {

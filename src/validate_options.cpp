@@ -19,10 +19,10 @@ Status validate_ordering(const ConsumerOptions& o, const ExtractorSet& x) {
       return invalid_argument("ordering.mode = watermark needs Extractors::stream and Extractors::position");
     if (o.machine) return invalid_argument("ConsumerOptions::machine cannot be combined with ordering.mode = watermark; "
                                            "use monotonic or strict ordering with a state machine");
-    return Status::ok();
+    return ok_status();
   }
   const bool by_version = ord.mode == Ordering::kMonotonic || ord.mode == Ordering::kStrict;
-  if (!by_version && !o.machine) return Status::ok();
+  if (!by_version && !o.machine) return ok_status();
   const std::string what = by_version ? "ordering.mode = " + mode : std::string("ConsumerOptions::machine");
   if (o.guarantee != Guarantee::kEffectivelyOnce && o.guarantee != Guarantee::kManual)
     return invalid_argument(what + " requires guarantee effectively_once or manual (entity state changes only in the "
@@ -51,7 +51,7 @@ Status validate_ordering(const ConsumerOptions& o, const ExtractorSet& x) {
       return invalid_argument("ordering.first_version must be >= 1 (or nullopt: the first version that arrives)");
     if (ord.drain_per_call == 0) return invalid_argument("ordering.drain_per_call must be > 0");
   }
-  return Status::ok();
+  return ok_status();
 }
 
 }  // namespace
@@ -92,8 +92,8 @@ Status validate_options(const ConsumerOptions& o, const ExtractorSet& x) {
       (o.guarantee == Guarantee::kEffectivelyOnce || o.guarantee == Guarantee::kManual))
     return invalid_argument("the store is probabilistic (a false positive drops a new message as a duplicate); "
                             "set ConsumerOptions::allow_probabilistic_store = true to accept that under " + g);
-  if (Status s = validate_ordering(o, x); !s.is_ok()) return s;
-  return Status::ok();
+  if (Status s = validate_ordering(o, x); !s.ok()) return s;
+  return ok_status();
 }
 
 }  // namespace idem::detail

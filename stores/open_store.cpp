@@ -21,7 +21,7 @@ namespace idem {
 namespace {
 
 StatusOr<std::shared_ptr<Store>> open_memory(const StoreUri& u) {
-  if (Status s = u.check_params({"max_records", "shards"}); !s.is_ok()) return s;
+  if (Status s = u.check_params({"max_records", "shards"}); !s.ok()) return s;
   if (!u.body.empty()) return invalid_argument("memory: takes no path, got \"" + u.body + "\"");
   MemoryStoreOptions o;
   auto max = u.param_uint("max_records", o.max_records);
@@ -51,7 +51,7 @@ StatusOr<std::shared_ptr<Store>> open_bloom_front(const StoreUri& u, std::string
   bloom::Options fo;
   fo.window = Duration(7LL * 24 * 3600 * 1000);  // front: a slice is window / generations; default 7 days
   fo.fp = 0.01;  // front: a false positive costs one read, never a message; default 1%
-  if (Status s = bloom::parse_filter_params(filter_uri, fo); !s.is_ok()) return s;
+  if (Status s = bloom::parse_filter_params(filter_uri, fo); !s.ok()) return s;
   if (durable_uri.scheme.rfind("bloom", 0) == 0)
     return invalid_argument("bloom+: the durable store cannot be a bloom store");
   auto durable = open_parsed(durable_uri, known);

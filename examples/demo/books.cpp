@@ -45,7 +45,7 @@ idem::Status create(const std::string& path) {
       "CREATE TABLE IF NOT EXISTS ledger (order_id TEXT NOT NULL, customer TEXT NOT NULL, "
       "amount_cents INTEGER NOT NULL)";
   if (sqlite3_exec(db->get(), kSql, nullptr, nullptr, nullptr) != SQLITE_OK) return error(db->get(), kSql);
-  return idem::Status::ok();
+  return idem::ok_status();
 }
 
 idem::Status record(sqlite3* db, const Order& o) {
@@ -55,7 +55,7 @@ idem::Status record(sqlite3* db, const Order& o) {
   sqlite3_bind_text(st->get(), 2, o.customer.data(), static_cast<int>(o.customer.size()), SQLITE_TRANSIENT);
   sqlite3_bind_int64(st->get(), 3, o.amount_cents);
   if (sqlite3_step(st->get()) != SQLITE_DONE) return error(db, "inserting " + o.id);
-  return idem::Status::ok();
+  return idem::ok_status();
 }
 
 idem::StatusOr<int> rows_for(sqlite3* db, const std::string& order_id) {

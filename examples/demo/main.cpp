@@ -85,7 +85,7 @@ bool payments(World& w) {
   PaymentGateway gateway;
   gateway.fail_next("order-5", 2);  // the gateway times out twice for order-5
   auto handler = [&gateway](const Order& o, HandlerContext&) {
-    if (idem::Status s = gateway.charge(o); !s.is_ok()) return HandlerResult::fail(s.message());
+    if (idem::Status s = gateway.charge(o); !s.ok()) return HandlerResult::fail(s.message());
     return HandlerResult::ok();
   };
   auto start = [&]() -> std::optional<Consumer<Order>> {
@@ -171,7 +171,7 @@ bool ledger(World& w) {
   print_chapter("Chapter 2: the shop's own ledger, in the same transaction as idem's commit",
                 "Transactional mode: the handler writes its ledger row through\n"
                 "idem::sqlite::connection(ctx); the row and the dedup record commit together or not at all.");
-  if (idem::Status s = books::create(w.db_path); !s.is_ok()) {
+  if (idem::Status s = books::create(w.db_path); !s.ok()) {
     std::fprintf(stderr, "idem_demo: %s\n", s.to_string().c_str());
     return false;
   }
@@ -190,7 +190,7 @@ bool ledger(World& w) {
       if (!rows.ok()) return HandlerResult::fail(rows.status().message());
       rows_seen_on_retry = *rows;
     }
-    if (idem::Status s = books::record(db, o); !s.is_ok()) return HandlerResult::fail(s.message());
+    if (idem::Status s = books::record(db, o); !s.ok()) return HandlerResult::fail(s.message());
     if (o.id == "order-9" && warehouse_failures-- > 0)
       return HandlerResult::fail("the warehouse call failed after the ledger row was written");
     return HandlerResult::ok();

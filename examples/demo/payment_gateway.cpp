@@ -10,7 +10,7 @@ idem::Status PaymentGateway::charge(const Order& o) {
   if (o.amount_cents < 0) return idem::invalid_argument("payment gateway rejected amount " + money(o.amount_cents));
   ++charges_[o.id];
   balance_cents_ += o.amount_cents;
-  return idem::Status::ok();
+  return idem::ok_status();
 }
 
 int PaymentGateway::charges_of(std::string_view order_id) const {

@@ -33,15 +33,15 @@ enum class StatusCode {
 std::string_view status_code_name(StatusCode code);
 
 // A cheap success value or a code with a message. Thread-compatible.
+// A default-constructed Status is OK; ok_status() says so by name.
 class [[nodiscard]] Status {
  public:
   Status() = default;
   Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
 
-  static Status ok() { return {}; }
-
-  bool is_ok() const { return code_ == StatusCode::kOk; }
-  explicit operator bool() const { return is_ok(); }
+  // Returns true iff this is a success.
+  bool ok() const { return code_ == StatusCode::kOk; }
+  explicit operator bool() const { return ok(); }
   StatusCode code() const { return code_; }
   const std::string& message() const { return message_; }
 
@@ -53,6 +53,7 @@ class [[nodiscard]] Status {
   std::string message_;
 };
 
+inline Status ok_status() { return {}; }
 inline Status invalid_argument(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
 inline Status not_found(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
 inline Status failed_precondition(std::string m) { return {StatusCode::kFailedPrecondition, std::move(m)}; }
@@ -62,30 +63,61 @@ inline Status unavailable(std::string m) { return {StatusCode::kUnavailable, std
 inline Status data_loss(std::string m) { return {StatusCode::kDataLoss, std::move(m)}; }
 inline Status internal_error(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
 
+namespace detail {
+// Prints "idem: StatusOr::value() on an error: <status>" to stderr and aborts.
+[[noreturn]] void die_on_bad_value_access(const Status& status);
+}  // namespace detail
+
 // Either a value or a non-OK Status.
-// REQUIRES: value() only when ok(); status() of a value is OK.
+// REQUIRES: value(), * and -> only when ok(). Calling them on an error does not throw:
+// it prints the status to stderr and aborts the process (a bug in the caller, found
+// loudly). value_or(v) is the checked alternative. status() of a value is OK.
 template <class T>
 class [[nodiscard]] StatusOr {
  public:
   StatusOr(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design
   StatusOr(Status status) : v_(std::move(status)) {  // NOLINT: implicit by design
-    assert(!std::get<Status>(v_).is_ok() && "StatusOr needs a value or an error");
+    assert(!std::get<Status>(v_).ok() && "StatusOr needs a value or an error");
   }
 
   bool ok() const { return std::holds_alternative<T>(v_); }
   explicit operator bool() const { return ok(); }
 
-  Status status() const { return ok() ? Status::ok() : std::get<Status>(v_); }
+  Status status() const { return ok() ? ok_status() : std::get<Status>(v_); }
 
-  T& value() & { return std::get<T>(v_); }
-  const T& value() const& { return std::get<T>(v_); }
-  T&& value() && { return std::get<T>(std::move(v_)); }
+  T& value() & {
+    check_value();
+    return *std::get_if<T>(&v_);
+  }
+  const T& value() const& {
+    check_value();
+    return *std::get_if<T>(&v_);
+  }
+  T&& value() && {
+    check_value();
+    return std::move(*std::get_if<T>(&v_));
+  }
+
+  // Returns the value when ok(), else `fallback`.
+  template <class U>
+  T value_or(U&& fallback) const& {
+    return ok() ? *std::get_if<T>(&v_) : static_cast<T>(std::forward<U>(fallback));
+  }
+  template <class U>
+  T value_or(U&& fallback) && {
+    return ok() ? std::move(*std::get_if<T>(&v_)) : static_cast<T>(std::forward<U>(fallback));
+  }
+
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
   T& operator*() & { return value(); }
   const T& operator*() const& { return value(); }
 
  private:
+  void check_value() const {
+    if (!ok()) detail::die_on_bad_value_access(*std::get_if<Status>(&v_));
+  }
+
   std::variant<T, Status> v_;
 };
 

@@ -7,7 +7,7 @@ namespace idem::memory_detail {
 Status validate(const EntityWrite& w) {
   if (w.key.empty()) return invalid_argument("entity write: empty key");
   if (w.state && w.state->empty()) return invalid_argument("entity write: empty state");
-  return Status::ok();
+  return ok_status();
 }
 
 Entities::Entities(std::size_t stripes) {
@@ -22,9 +22,9 @@ EntityRecord Entities::read(std::string_view key) {
 
 Status Entities::write(const EntityWrite& w) {
   auto held = lock(w.key);
-  if (Status s = check_locked(w); !s.is_ok()) return s;
+  if (Status s = check_locked(w); !s.ok()) return s;
   apply_locked(w);
-  return Status::ok();
+  return ok_status();
 }
 
 std::unique_lock<std::mutex> Entities::lock(std::string_view key) { return std::unique_lock(stripe(key).mu); }
@@ -43,7 +43,7 @@ Status Entities::check_locked(const EntityWrite& w) {
     return aborted("entity revision is " + std::to_string(revision) + ", the write expected " +
                    std::to_string(w.expect_revision));
   }
-  return Status::ok();
+  return ok_status();
 }
 
 void Entities::apply_locked(const EntityWrite& w) {
@@ -68,7 +68,7 @@ Status Entities::put(const BufferPut& p) {
   if (kb != s.buffers.end()) {
     auto e = kb->second.find(p.version);
     if (e != kb->second.end()) {
-      if (e->second.id == p.id) return Status::ok();
+      if (e->second.id == p.id) return ok_status();
       return failed_precondition("reorder buffer already holds another message id for this key and version " +
                                  std::to_string(p.version));
     }
@@ -93,7 +93,7 @@ Status Entities::put(const BufferPut& p) {
   }
   if (kb == s.buffers.end()) kb = s.buffers.emplace(std::string(p.key), KeyBuffer{}).first;
   kb->second.emplace(p.version, Stored{std::string(p.id), std::string(p.message), p.now});
-  return Status::ok();
+  return ok_status();
 }
 
 std::vector<BufferEntry> Entities::read_buffer(std::string_view key, std::size_t max) {

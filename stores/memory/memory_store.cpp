@@ -109,7 +109,7 @@ class Shard {
     std::unique_lock<std::mutex> entity_lock;
     if (q.entity) {
       entity_lock = entities.lock(q.entity->key);
-      if (Status s = entities.check_locked(*q.entity); !s.is_ok()) return s;
+      if (Status s = entities.check_locked(*q.entity); !s.ok()) return s;
     }
     Record* r = it == map_.end() ? &insert(q.id, now) : &it->second;
     r->state = q.outcome == Outcome::kDeadLettered ? RecordState::kDeadLettered : RecordState::kCompleted;
@@ -124,7 +124,7 @@ class Shard {
       r->result.reset();
     }
     if (q.entity) entities.apply_locked(*q.entity);
-    return Status::ok();
+    return ok_status();
   }
 
   std::uint32_t release(const ReleaseRequest& q) {
@@ -166,7 +166,7 @@ class Shard {
     Record& r = it->second;
     if (!leased(r, now)) return failed_precondition("the lease expired");
     r.lease_until_ms = now + q.lease.count();
-    return Status::ok();
+    return ok_status();
   }
 
   std::optional<RecordInfo> inspect(std::string_view id, TimePoint t) {
@@ -281,7 +281,7 @@ class MemoryStore final : public Store {
   Status commit(const CommitRequest& q) override {
     if (q.id.empty()) return invalid_argument("commit: empty id");
     if (q.entity) {
-      if (Status s = memory_detail::validate(*q.entity); !s.is_ok()) return s;
+      if (Status s = memory_detail::validate(*q.entity); !s.ok()) return s;
     }
     return shard(q.id).commit(q, entities_);
   }
@@ -306,7 +306,7 @@ class MemoryStore final : public Store {
     return entities_.read(key);
   }
   Status write_entity(const EntityWrite& w) override {
-    if (Status s = memory_detail::validate(w); !s.is_ok()) return s;
+    if (Status s = memory_detail::validate(w); !s.ok()) return s;
     return entities_.write(w);
   }
   Status buffer_put(const BufferPut& p) override { return entities_.put(p); }
@@ -315,7 +315,7 @@ class MemoryStore final : public Store {
   }
   Status buffer_remove(std::string_view key, std::uint64_t version) override {
     entities_.remove(key, version);
-    return Status::ok();
+    return ok_status();
   }
   StatusOr<BufferSummary> buffer_summary(std::size_t max_keys) override { return entities_.summary(max_keys); }
 

@@ -77,11 +77,11 @@ TEST(BloomSnapshot, RoundTripKeepsTheWindowAcrossARestart) {
     for (int i = 0; i < 5000; ++i)
       ASSERT_TRUE(
           (*s)->commit({"id-" + std::to_string(i), "A", std::nullopt, kT0 + milliseconds(i), Duration(1), std::nullopt})
-              .is_ok());
-    ASSERT_TRUE(bloom::snapshot(**s).is_ok());
+              .ok());
+    ASSERT_TRUE(bloom::snapshot(**s).ok());
     EXPECT_TRUE(fs::exists(path));
     EXPECT_FALSE(fs::exists(path + ".tmp")) << "the temporary file is renamed over the snapshot";
-    ASSERT_TRUE((*s)->commit({"after-snapshot", "A", std::nullopt, kT0, Duration(1), std::nullopt}).is_ok());
+    ASSERT_TRUE((*s)->commit({"after-snapshot", "A", std::nullopt, kT0, Duration(1), std::nullopt}).ok());
   }  // destroyed: writes the snapshot again
   auto s = bloom::open(o);
   ASSERT_TRUE(s.ok()) << s.status().to_string();
@@ -103,7 +103,7 @@ TEST(BloomSnapshot, BadSnapshotsAreRejectedAndLeftAsTheyWere) {
   {
     auto s = bloom::open(o);
     ASSERT_TRUE(s.ok());
-    ASSERT_TRUE((*s)->commit({"x", "A", std::nullopt, kT0, Duration(1), std::nullopt}).is_ok());
+    ASSERT_TRUE((*s)->commit({"x", "A", std::nullopt, kT0, Duration(1), std::nullopt}).ok());
   }
   const std::string good = read_file(path);
   ASSERT_GT(good.size(), 100u);

@@ -39,7 +39,7 @@ TEST(BloomFront, WarmsFromTheDurableStoreAndSkipsReadsForNewIds) {
     auto plain = open_store("rocksdb:" + path);
     ASSERT_TRUE(plain.ok());
     for (int i = 0; i < 500; ++i)
-      ASSERT_TRUE((*plain)->commit({"old-" + std::to_string(i), "A", std::nullopt, kT0, kTtl, "r"}).is_ok());
+      ASSERT_TRUE((*plain)->commit({"old-" + std::to_string(i), "A", std::nullopt, kT0, kTtl, "r"}).ok());
     ASSERT_TRUE((*plain)->release({"failing", "A", true, kT0, kTtl}).ok());
   }
   auto s = open_store("bloom+rocksdb:" + path + "?capacity=10000&fp=0.001&sync=false");
@@ -67,7 +67,7 @@ TEST(BloomFront, FalsePositivesGoToTheDurableStoreAndNeverDropAMessage) {
   auto s = testing::open_bloom_rocksdb({.path = dir.sub("db")}, {.capacity = 1000, .fp = 0.5, .generations = 1});
   ASSERT_TRUE(s.ok()) << s.status().to_string();
   for (int i = 0; i < 1000; ++i)
-    ASSERT_TRUE((*s)->commit({"c-" + std::to_string(i), "A", std::nullopt, kT0, kTtl, std::nullopt}).is_ok());
+    ASSERT_TRUE((*s)->commit({"c-" + std::to_string(i), "A", std::nullopt, kT0, kTtl, std::nullopt}).ok());
   int is_new = 0;
   for (int i = 0; i < 5000; ++i) is_new += claim(**s, "fresh-" + std::to_string(i), kT0).status == ClaimStatus::kNew;
   EXPECT_EQ(is_new, 5000) << "every fresh id is new, whatever the filter says";
@@ -83,7 +83,7 @@ TEST(BloomFront, OverloadedFilterStopsVouchingUntilDroppedRecordsExpire) {
   ASSERT_TRUE(s.ok());
   // 3000 commits into a filter sized for 1000 ids in 2 filters: early drops.
   for (int i = 0; i < 3000; ++i)
-    ASSERT_TRUE((*s)->commit({"c-" + std::to_string(i), "A", std::nullopt, kT0, kTtl, std::nullopt}).is_ok());
+    ASSERT_TRUE((*s)->commit({"c-" + std::to_string(i), "A", std::nullopt, kT0, kTtl, std::nullopt}).ok());
   auto st = bloom::stats(**s);
   EXPECT_GT(st->early_drops, 0u);
   EXPECT_FALSE(st->vouching);
@@ -118,7 +118,7 @@ TEST(BloomFront, TransactionalModeKeepsTheRocksdbBatchAndTeachesTheFilter) {
     rocksdb::Batch* b = rocksdb::batch(ctx);
     if (b == nullptr) return HandlerResult::fail("no rocksdb batch behind the front filter");
     ++runs;
-    if (!b->put("orders", m.id, "paid").is_ok()) return HandlerResult::fail("put");
+    if (!b->put("orders", m.id, "paid").ok()) return HandlerResult::fail("put");
     return HandlerResult::ok();
   });
   ASSERT_TRUE(consumer.ok());
@@ -131,7 +131,7 @@ TEST(BloomFront, BatchesMixSkippedAndReadClaimsInOrder) {
   TempDir dir{"front"};
   auto s = open_store("bloom+rocksdb:" + dir.sub("db") + "?capacity=10000");
   ASSERT_TRUE(s.ok());
-  ASSERT_TRUE((*s)->commit({"done", "B", std::nullopt, kT0, kTtl, "r"}).is_ok());
+  ASSERT_TRUE((*s)->commit({"done", "B", std::nullopt, kT0, kTtl, "r"}).ok());
   const std::vector<ClaimRequest> batch = {{"a", "A", kLease, std::nullopt, kT0},
                                            {"done", "A", kLease, std::nullopt, kT0},
                                            {"a", "A", kLease, std::nullopt, kT0},
@@ -149,7 +149,7 @@ TEST(BloomFront, BatchesMixSkippedAndReadClaimsInOrder) {
   EXPECT_EQ(st->durable_claims, 1u) << "done: a positive goes to the durable store";
   auto commits = (*s)->commit_batch(std::vector<CommitRequest>{{"a", "A", std::nullopt, kT0, kTtl, std::nullopt},
                                                                {"b", "A", std::nullopt, kT0, kTtl, std::nullopt}});
-  EXPECT_TRUE(commits[0].is_ok() && commits[1].is_ok());
+  EXPECT_TRUE(commits[0].ok() && commits[1].ok());
   EXPECT_EQ(claim(**s, "a", kT0, "C").status, ClaimStatus::kCompleted);
 }
 
@@ -171,7 +171,7 @@ TEST(BloomFront, OverSqliteIsCorrectAndReadsEveryClaim) {
     EXPECT_TRUE((*s)->capabilities().durable);
     EXPECT_FALSE((*s)->capabilities().probabilistic);
     ASSERT_EQ(claim(**s, "a", kT0).status, ClaimStatus::kNew);
-    ASSERT_TRUE((*s)->commit({"a", "A", std::nullopt, kT0, kTtl, "r"}).is_ok());
+    ASSERT_TRUE((*s)->commit({"a", "A", std::nullopt, kT0, kTtl, "r"}).ok());
     for (int i = 0; i < 100; ++i) ASSERT_EQ(claim(**s, "n-" + std::to_string(i), kT0).status, ClaimStatus::kNew);
     auto st = bloom::stats(**s);
     ASSERT_TRUE(st.ok());

@@ -60,7 +60,7 @@ TEST(BloomStore, RemembersMembershipWithExactLeasesAndRetries) {
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again->status, ClaimStatus::kNew);
   EXPECT_EQ(again->retries, 1u) << "retry counts are exact";
-  ASSERT_TRUE(commit(*store, "m", kT0 + milliseconds(3), "B").is_ok());
+  ASSERT_TRUE(commit(*store, "m", kT0 + milliseconds(3), "B").ok());
   auto dup = store->claim({"m", "C", kLease, std::nullopt, kT0 + milliseconds(4)});
   ASSERT_TRUE(dup.ok());
   EXPECT_EQ(dup->status, ClaimStatus::kCompleted);
@@ -76,9 +76,9 @@ TEST(BloomStore, RemembersForTheWindowThenForgetsWholeGenerations) {
   // window 4 s in 4 generations: slices of 1 s.
   auto store = open_ok({.capacity = 10'000, .fp = 0.001, .window = milliseconds(4000), .generations = 4});
   ASSERT_NE(store, nullptr);
-  ASSERT_TRUE(commit(*store, "a", kT0).is_ok());
-  ASSERT_TRUE(commit(*store, "b", kT0 + milliseconds(900)).is_ok());   // same slice as a
-  ASSERT_TRUE(commit(*store, "c", kT0 + milliseconds(1000)).is_ok());  // next slice
+  ASSERT_TRUE(commit(*store, "a", kT0).ok());
+  ASSERT_TRUE(commit(*store, "b", kT0 + milliseconds(900)).ok());   // same slice as a
+  ASSERT_TRUE(commit(*store, "c", kT0 + milliseconds(1000)).ok());  // next slice
   EXPECT_EQ(claim_status(*store, "a", kT0 + milliseconds(3999)), ClaimStatus::kCompleted);
   // The slice's newest id (b) is younger than the window: a is still remembered.
   EXPECT_EQ(claim_status(*store, "a", kT0 + milliseconds(4800)), ClaimStatus::kCompleted);
@@ -99,7 +99,7 @@ TEST(BloomStore, MemoryIsFixedAndTheLatestCapacityIdsAreRemembered) {
   for (int i = 0; i < 60'000; ++i) {
     const std::string id = "id-" + std::to_string(i);
     if (claim_status(*store, id, kT0) != ClaimStatus::kNew) continue;  // a false positive
-    ASSERT_TRUE(commit(*store, id, kT0).is_ok());
+    ASSERT_TRUE(commit(*store, id, kT0).ok());
     committed.push_back(id);
     if (i % 1000 == 0) max_bytes = std::max(max_bytes, bloom::stats(*store)->filter_bytes);
   }
@@ -209,7 +209,7 @@ TEST(BloomStore, UriParameters) {
   auto st = bloom::stats(**s);
   ASSERT_TRUE(st.ok());
   EXPECT_EQ(st->filters, 0u);
-  ASSERT_TRUE(commit(**s, "x", kT0).is_ok());
+  ASSERT_TRUE(commit(**s, "x", kT0).ok());
   EXPECT_EQ(bloom::stats(**s)->filters, 1u);
   // window=90m: remembered at 90 min - 1 ms, forgotten after 90 min.
   EXPECT_EQ(claim_status(**s, "x", kT0 + milliseconds(90 * 60'000 - 1)), ClaimStatus::kCompleted);

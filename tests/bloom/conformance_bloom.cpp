@@ -72,7 +72,7 @@ class FrontMemoryLocation final : public StoreLocation {
       return raw->claim(without_entity);
     };
     // The store is new and empty: there is nothing to warm from, so the filter vouches.
-    hooks.for_each_record = [](const std::function<void(std::string_view, TimePoint)>&) { return Status::ok(); };
+    hooks.for_each_record = [](const std::function<void(std::string_view, TimePoint)>&) { return ok_status(); };
     return bloom::open_front(*durable, {.capacity = 10'000, .fp = 0.01}, std::move(hooks));
   }
 };

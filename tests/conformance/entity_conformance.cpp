@@ -105,10 +105,10 @@ TEST_P(StoreConformance, EntityMethodsAnswerAsTheCapabilitySays) {
   }
   const TimePoint t0 = clock_.now();
   EXPECT_TRUE(store().read_entity("k").ok());
-  EXPECT_TRUE(store().write_entity(ew("k", 0, 1)).is_ok());
-  EXPECT_TRUE(store().buffer_put(bp("k", 3, "m3", "x", t0)).is_ok());
+  EXPECT_TRUE(store().write_entity(ew("k", 0, 1)).ok());
+  EXPECT_TRUE(store().buffer_put(bp("k", 3, "m3", "x", t0)).ok());
   EXPECT_TRUE(store().buffer_read("k", 10).ok());
-  EXPECT_TRUE(store().buffer_remove("k", 3).is_ok());
+  EXPECT_TRUE(store().buffer_remove("k", 3).ok());
   EXPECT_TRUE(store().buffer_summary(10).ok());
 }
 
@@ -117,7 +117,7 @@ TEST_P(StoreConformance, EntityMethodsAnswerAsTheCapabilitySays) {
 TEST_P(StoreConformance, EntityAbsentRecordIsRevisionZero) {
   if (!caps().entities) return expect_no_entities(store());
   EXPECT_TRUE(is_record(read(store(), "never-written"), 0, 0, ""));
-  ASSERT_TRUE(store().write_entity(ew("ab", 0, 4, "s"sv)).is_ok());
+  ASSERT_TRUE(store().write_entity(ew("ab", 0, 4, "s"sv)).ok());
   // Neither a prefix nor an extension of a written key has a record.
   EXPECT_TRUE(is_record(read(store(), "a"), 0, 0, ""));
   EXPECT_TRUE(is_record(read(store(), "abc"), 0, 0, ""));
@@ -127,7 +127,7 @@ TEST_P(StoreConformance, EntityAbsentRecordIsRevisionZero) {
 TEST_P(StoreConformance, EntityWriteIsACompareAndSetOnTheRevision) {
   if (!caps().entities) return expect_no_entities(store());
   // Create: expect 0.
-  ASSERT_TRUE(store().write_entity(ew("k", 0, 3, "open"sv)).is_ok());
+  ASSERT_TRUE(store().write_entity(ew("k", 0, 3, "open"sv)).ok());
   EXPECT_TRUE(is_record(read(store(), "k"), 1, 3, "open"));
 
   // A second create fails and changes nothing.
@@ -140,11 +140,11 @@ TEST_P(StoreConformance, EntityWriteIsACompareAndSetOnTheRevision) {
   EXPECT_TRUE(is_record(read(store(), "k"), 1, 3, "open"));
 
   // Only the given fields are replaced.
-  ASSERT_TRUE(store().write_entity(ew("k", 1, std::nullopt, "closed"sv)).is_ok());
+  ASSERT_TRUE(store().write_entity(ew("k", 1, std::nullopt, "closed"sv)).ok());
   EXPECT_TRUE(is_record(read(store(), "k"), 2, 3, "closed"));
-  ASSERT_TRUE(store().write_entity(ew("k", 2, 7)).is_ok());
+  ASSERT_TRUE(store().write_entity(ew("k", 2, 7)).ok());
   EXPECT_TRUE(is_record(read(store(), "k"), 3, 7, "closed"));
-  ASSERT_TRUE(store().write_entity(ew("k", 3, std::nullopt)).is_ok());
+  ASSERT_TRUE(store().write_entity(ew("k", 3, std::nullopt)).ok());
   EXPECT_TRUE(is_record(read(store(), "k"), 4, 7, "closed")) << "a write without fields still moves the revision";
 
   // The old revision is stale now.
@@ -152,7 +152,7 @@ TEST_P(StoreConformance, EntityWriteIsACompareAndSetOnTheRevision) {
   EXPECT_TRUE(is_record(read(store(), "k"), 4, 7, "closed"));
 
   // Keys are independent.
-  ASSERT_TRUE(store().write_entity(ew("k2", 0, std::nullopt, "x"sv)).is_ok());
+  ASSERT_TRUE(store().write_entity(ew("k2", 0, std::nullopt, "x"sv)).ok());
   EXPECT_TRUE(is_record(read(store(), "k2"), 1, 0, "x"));
   EXPECT_TRUE(is_record(read(store(), "k"), 4, 7, "closed"));
 }
@@ -160,13 +160,13 @@ TEST_P(StoreConformance, EntityWriteIsACompareAndSetOnTheRevision) {
 TEST_P(StoreConformance, EntityWriteWithUnbufferRemovesTheEntryOnlyIfItLands) {
   if (!caps().entities) return expect_no_entities(store());
   const TimePoint t0 = clock_.now();
-  ASSERT_TRUE(store().buffer_put(bp("k", 2, "m2", "two", t0)).is_ok());
-  ASSERT_TRUE(store().buffer_put(bp("k", 3, "m3", "three", t0)).is_ok());
+  ASSERT_TRUE(store().buffer_put(bp("k", 2, "m2", "two", t0)).ok());
+  ASSERT_TRUE(store().buffer_put(bp("k", 3, "m3", "three", t0)).ok());
   EXPECT_EQ(store().write_entity(ew("k", 1, 2, std::nullopt, 2)).code(), StatusCode::kAborted);
   EXPECT_EQ(versions(buffered(store(), "k")), (std::vector<std::uint64_t>{2, 3})) << "a failed write keeps the entry";
-  ASSERT_TRUE(store().write_entity(ew("k", 0, 2, std::nullopt, 2)).is_ok());
+  ASSERT_TRUE(store().write_entity(ew("k", 0, 2, std::nullopt, 2)).ok());
   EXPECT_EQ(versions(buffered(store(), "k")), (std::vector<std::uint64_t>{3}));
-  ASSERT_TRUE(store().write_entity(ew("k", 1, 3, std::nullopt, 99)).is_ok()) << "unbuffer of an absent entry";
+  ASSERT_TRUE(store().write_entity(ew("k", 1, 3, std::nullopt, 99)).ok()) << "unbuffer of an absent entry";
   EXPECT_EQ(versions(buffered(store(), "k")), (std::vector<std::uint64_t>{3}));
   EXPECT_TRUE(is_record(read(store(), "k"), 2, 3, ""));
 }
@@ -182,7 +182,7 @@ TEST_P(StoreConformance, EntityClaimReturnsTheRecordOnlyWhenAskedFor) {
   ASSERT_EQ(c1.status, ClaimStatus::kNew);
   EXPECT_TRUE(is_record(c1.entity, 0, 0, ""));
 
-  ASSERT_TRUE(store().write_entity(ew("k", 0, 5, "s5"sv)).is_ok());
+  ASSERT_TRUE(store().write_entity(ew("k", 0, 5, "s5"sv)).ok());
   ClaimRequest second = claim_req("m2", "A", t0);
   second.entity_key = "k";
   ClaimResult c2 = claim_ok(second);
@@ -195,7 +195,7 @@ TEST_P(StoreConformance, EntityClaimReturnsTheRecordOnlyWhenAskedFor) {
 
   // Release and extend carrying the key behave as without it.
   ExtendRequest ext{"m2", "A", milliseconds(20'000), t0 + milliseconds(1), "k"sv};
-  ASSERT_TRUE(store().extend(ext).is_ok());
+  ASSERT_TRUE(store().extend(ext).ok());
   EXPECT_EQ(inspect_live("m2", t0 + milliseconds(1), "k"sv).lease_until, t0 + milliseconds(20'001));
   ReleaseRequest rel = release_req("m2", "A", t0 + milliseconds(2), true);
   rel.entity_key = "k";
@@ -217,7 +217,7 @@ TEST_P(StoreConformance, EntityCommitWritesTheRecordWithTheDedupRecord) {
   q.entity_key = "k";
   ASSERT_EQ(claim_ok(q).status, ClaimStatus::kNew);
   CommitRequest c = with_entity(commit_req("m1", "A", t0, "r1"sv), ew("k", 0, 1, "s1"sv));
-  ASSERT_TRUE(store().commit(c).is_ok());
+  ASSERT_TRUE(store().commit(c).ok());
   EXPECT_TRUE(is_record(read(store(), "k"), 1, 1, "s1"));
   ClaimResult dup = claim_ok(keyed(claim_req("m1", "B", t0 + milliseconds(1)), "k"));
   EXPECT_EQ(dup.status, ClaimStatus::kCompleted);
@@ -230,7 +230,7 @@ TEST_P(StoreConformance, EntityCommitWritesTheRecordWithTheDedupRecord) {
   ASSERT_EQ(c2.status, ClaimStatus::kNew);
   EXPECT_TRUE(is_record(c2.entity, 1, 1, "s1"));
   CommitRequest commit2 = with_entity(commit_req("m2", "A", t0 + milliseconds(2)), ew("k", c2.entity.revision, 2));
-  ASSERT_TRUE(store().commit(commit2).is_ok());
+  ASSERT_TRUE(store().commit(commit2).ok());
   EXPECT_TRUE(is_record(read(store(), "k"), 2, 2, "s1"));
   EXPECT_EQ(inspect_live("m2", t0 + milliseconds(3), "k"sv).state, RecordState::kCompleted);
 }
@@ -238,8 +238,8 @@ TEST_P(StoreConformance, EntityCommitWritesTheRecordWithTheDedupRecord) {
 TEST_P(StoreConformance, EntityRevisionMismatchAbortsTheCommitAndWritesNothing) {
   if (!caps().entities) return expect_no_entities(store());
   const TimePoint t0 = clock_.now();
-  ASSERT_TRUE(store().write_entity(ew("k", 0, 1, "s1"sv)).is_ok());
-  ASSERT_TRUE(store().buffer_put(bp("k", 3, "m3", "three", t0)).is_ok());
+  ASSERT_TRUE(store().write_entity(ew("k", 0, 1, "s1"sv)).ok());
+  ASSERT_TRUE(store().buffer_put(bp("k", 3, "m3", "three", t0)).ok());
   ClaimRequest q = claim_req("m3", "A", t0);
   q.entity_key = "k";
   ClaimResult granted = claim_ok(q);
@@ -249,7 +249,7 @@ TEST_P(StoreConformance, EntityRevisionMismatchAbortsTheCommitAndWritesNothing) 
   ASSERT_EQ(claim_ok(q).retries, 1u);
 
   // Someone else moves the record on.
-  ASSERT_TRUE(store().write_entity(ew("k", 1, 2, "s2"sv)).is_ok());
+  ASSERT_TRUE(store().write_entity(ew("k", 1, 2, "s2"sv)).ok());
 
   CommitRequest stale = with_entity(commit_req("m3", "A", t0 + milliseconds(1), "r3"sv), ew("k", 1, 3, "s3"sv, 3));
   Status s = store().commit(stale);
@@ -270,7 +270,7 @@ TEST_P(StoreConformance, EntityRevisionMismatchAbortsTheCommitAndWritesNothing) 
   // The owner commits again with the right revision.
   CommitRequest fresh = stale;
   fresh.entity->expect_revision = 2;
-  ASSERT_TRUE(store().commit(fresh).is_ok());
+  ASSERT_TRUE(store().commit(fresh).ok());
   EXPECT_TRUE(is_record(read(store(), "k"), 3, 3, "s3"));
   EXPECT_TRUE(buffered(store(), "k").empty());
   ClaimResult dup = claim_ok(keyed(claim_req("m3", "B", t0 + milliseconds(2)), "k"));
@@ -290,7 +290,7 @@ TEST_P(StoreConformance, EntityRevisionMismatchAbortsTheCommitAndWritesNothing) 
 TEST_P(StoreConformance, EntityCommitRejectedForTheLeaseWritesNoEntity) {
   if (!caps().entities) return expect_no_entities(store());
   const TimePoint t0 = clock_.now();
-  ASSERT_TRUE(store().buffer_put(bp("k", 1, "m1", "one", t0)).is_ok());
+  ASSERT_TRUE(store().buffer_put(bp("k", 1, "m1", "one", t0)).ok());
   ASSERT_TRUE(claim_new("m1", "B", t0, std::nullopt, "k"sv));
   CommitRequest foreign = with_entity(commit_req("m1", "A", t0, "x"sv), ew("k", 0, 1, "s"sv, 1));
   EXPECT_EQ(store().commit(foreign).code(), StatusCode::kFailedPrecondition);
@@ -300,7 +300,7 @@ TEST_P(StoreConformance, EntityCommitRejectedForTheLeaseWritesNoEntity) {
   // Nor does a commit of an id already completed.
   CommitRequest own = foreign;
   own.owner = "B";
-  ASSERT_TRUE(store().commit(own).is_ok());
+  ASSERT_TRUE(store().commit(own).ok());
   EXPECT_TRUE(is_record(read(store(), "k"), 1, 1, "s"));
   CommitRequest twice = own;
   twice.entity = ew("k", 1, 2, "t"sv);
@@ -311,12 +311,12 @@ TEST_P(StoreConformance, EntityCommitRejectedForTheLeaseWritesNoEntity) {
 TEST_P(StoreConformance, EntityCommitWithUnbufferRemovesTheEntryInTheSameStep) {
   if (!caps().entities) return expect_no_entities(store());
   const TimePoint t0 = clock_.now();
-  ASSERT_TRUE(store().buffer_put(bp("k", 2, "m2", "two", t0)).is_ok());
-  ASSERT_TRUE(store().buffer_put(bp("k", 3, "m3", "three", t0)).is_ok());
-  ASSERT_TRUE(store().buffer_put(bp("other", 2, "o2", "two", t0)).is_ok());
+  ASSERT_TRUE(store().buffer_put(bp("k", 2, "m2", "two", t0)).ok());
+  ASSERT_TRUE(store().buffer_put(bp("k", 3, "m3", "three", t0)).ok());
+  ASSERT_TRUE(store().buffer_put(bp("other", 2, "o2", "two", t0)).ok());
   ASSERT_TRUE(claim_new("m2", "A", t0, std::nullopt, "k"sv));
   CommitRequest c = with_entity(commit_req("m2", "A", t0), ew("k", 0, 2, std::nullopt, 2));
-  ASSERT_TRUE(store().commit(c).is_ok());
+  ASSERT_TRUE(store().commit(c).ok());
   EXPECT_EQ(versions(buffered(store(), "k")), (std::vector<std::uint64_t>{3}));
   EXPECT_EQ(versions(buffered(store(), "other")), (std::vector<std::uint64_t>{2})) << "only (key, version) goes";
   BufferSummary sum = summary(store());
@@ -326,7 +326,7 @@ TEST_P(StoreConformance, EntityCommitWithUnbufferRemovesTheEntryInTheSameStep) {
   // Unbuffer of an entry that is not there is a no-op.
   ASSERT_TRUE(claim_new("m9", "A", t0, std::nullopt, "k"sv));
   CommitRequest absent = with_entity(commit_req("m9", "A", t0), ew("k", 1, 9, std::nullopt, 9));
-  ASSERT_TRUE(store().commit(absent).is_ok());
+  ASSERT_TRUE(store().commit(absent).ok());
   EXPECT_TRUE(is_record(read(store(), "k"), 2, 9, ""));
   EXPECT_EQ(versions(buffered(store(), "k")), (std::vector<std::uint64_t>{3}));
 }
@@ -334,11 +334,11 @@ TEST_P(StoreConformance, EntityCommitWithUnbufferRemovesTheEntryInTheSameStep) {
 TEST_P(StoreConformance, EntityDeadLetteredCommitCarriesAnEntityWrite) {
   if (!caps().entities) return expect_no_entities(store());
   const TimePoint t0 = clock_.now();
-  ASSERT_TRUE(store().buffer_put(bp("k", 1, "dl", "one", t0)).is_ok());
+  ASSERT_TRUE(store().buffer_put(bp("k", 1, "dl", "one", t0)).ok());
   ASSERT_TRUE(claim_new("dl", "A", t0, std::nullopt, "k"sv));
   CommitRequest c =
       with_entity(commit_req("dl", "A", t0, std::nullopt, Outcome::kDeadLettered), ew("k", 0, 1, "failed"sv, 1));
-  ASSERT_TRUE(store().commit(c).is_ok());
+  ASSERT_TRUE(store().commit(c).ok());
   EXPECT_TRUE(is_record(read(store(), "k"), 1, 1, "failed"));
   EXPECT_TRUE(buffered(store(), "k").empty());
   ClaimResult dup = claim_ok(keyed(claim_req("dl", "B", t0 + milliseconds(1)), "k"));
@@ -349,7 +349,7 @@ TEST_P(StoreConformance, EntityDeadLetteredCommitCarriesAnEntityWrite) {
 TEST_P(StoreConformance, EntityBatchesAnswerLikeSingleCalls) {
   if (!caps().entities) return expect_no_entities(store());
   const TimePoint t0 = clock_.now();
-  ASSERT_TRUE(store().write_entity(ew("k", 0, 1, "s"sv)).is_ok());
+  ASSERT_TRUE(store().write_entity(ew("k", 0, 1, "s"sv)).ok());
   // "plain" is claimed without a key (and never committed with an entity write).
   std::vector<ClaimRequest> claims = {keyed(claim_req("b1", "A", t0), "k"), claim_req("plain", "A", t0),
                                       keyed(claim_req("b2", "A", t0), "k"), keyed(claim_req("b3", "A", t0), "k")};
@@ -370,8 +370,8 @@ TEST_P(StoreConformance, EntityBatchesAnswerLikeSingleCalls) {
                                         with_entity(commit_req("b3", "A", t0, "r3"sv), ew("k", 1, 4))};
   auto out = store().commit_batch(commits);
   ASSERT_EQ(out.size(), 3u);
-  EXPECT_TRUE(out[0].is_ok()) << out[0].to_string();
-  EXPECT_TRUE(out[1].is_ok()) << out[1].to_string();
+  EXPECT_TRUE(out[0].ok()) << out[0].to_string();
+  EXPECT_TRUE(out[1].ok()) << out[1].to_string();
   EXPECT_EQ(out[2].code(), StatusCode::kAborted) << out[2].to_string();
   EXPECT_TRUE(is_record(read(store(), "k"), 3, 3, "s"));
   EXPECT_EQ(claim_ok(keyed(claim_req("b1", "B", t0), "k")).status, ClaimStatus::kCompleted);
@@ -385,7 +385,7 @@ TEST_P(StoreConformance, EntityBatchesAnswerLikeSingleCalls) {
 TEST_P(StoreConformance, EntityChainsStopAtTheirFirstFailure) {
   if (!caps().entities) return expect_no_entities(store());
   const TimePoint t0 = clock_.now();
-  ASSERT_TRUE(store().write_entity(ew("k", 0, 1, "s"sv)).is_ok());
+  ASSERT_TRUE(store().write_entity(ew("k", 0, 1, "s"sv)).ok());
   std::vector<ClaimRequest> claims = {keyed(claim_req("x1", "A", t0), "k"), keyed(claim_req("x2", "A", t0), "k"),
                                       keyed(claim_req("y1", "A", t0), "j")};
   for (const auto& g : store().claim_batch(claims)) {
@@ -398,7 +398,7 @@ TEST_P(StoreConformance, EntityChainsStopAtTheirFirstFailure) {
   auto out = store().commit_batch(commits);
   ASSERT_EQ(out.size(), 3u);
   EXPECT_EQ(out[0].code(), StatusCode::kAborted) << out[0].to_string();
-  EXPECT_TRUE(out[2].is_ok()) << out[2].to_string() << ": another key's chain is not affected";
+  EXPECT_TRUE(out[2].ok()) << out[2].to_string() << ": another key's chain is not affected";
   EXPECT_TRUE(is_record(read(store(), "j"), 1, 1, ""));
   if (store().capabilities().entity_chains) {
     EXPECT_EQ(out[1].code(), StatusCode::kAborted) << out[1].to_string();
@@ -407,7 +407,7 @@ TEST_P(StoreConformance, EntityChainsStopAtTheirFirstFailure) {
   } else {
     // Without the capability the second write is checked on its own (and lands): the
     // engine never sends such a chain to this store.
-    EXPECT_TRUE(out[1].is_ok()) << out[1].to_string();
+    EXPECT_TRUE(out[1].ok()) << out[1].to_string();
     EXPECT_TRUE(is_record(read(store(), "k"), 2, 8, "s"));
   }
 }
@@ -420,19 +420,19 @@ TEST_P(StoreConformance, EntityTransactionalCommitHonoursTheWrite) {
     return;
   }
   ASSERT_TRUE(claim_new("t1", "A", t0, std::nullopt, "k"sv));
-  ASSERT_TRUE(store().buffer_put(bp("k", 1, "t1", "one", t0)).is_ok());
+  ASSERT_TRUE(store().buffer_put(bp("k", 1, "t1", "one", t0)).ok());
   {
     auto tx = store().begin(t0);
     ASSERT_TRUE(tx.ok()) << tx.status().to_string();
     CommitRequest c = with_entity(commit_req("t1", "A", t0, "r"sv), ew("k", 0, 1, "s"sv, 1));
-    ASSERT_TRUE((*tx)->commit(c).is_ok());
+    ASSERT_TRUE((*tx)->commit(c).ok());
   }
   EXPECT_TRUE(is_record(read(store(), "k"), 1, 1, "s"));
   EXPECT_TRUE(buffered(store(), "k").empty());
   EXPECT_EQ(claim_ok(keyed(claim_req("t1", "B", t0), "k")).status, ClaimStatus::kCompleted);
 
   ASSERT_TRUE(claim_new("t2", "A", t0, std::nullopt, "k"sv));
-  ASSERT_TRUE(store().buffer_put(bp("k", 2, "t2", "two", t0)).is_ok());
+  ASSERT_TRUE(store().buffer_put(bp("k", 2, "t2", "two", t0)).ok());
   {
     auto tx = store().begin(t0);
     ASSERT_TRUE(tx.ok()) << tx.status().to_string();
@@ -455,7 +455,7 @@ TEST_P(StoreConformance, EntityBufferReadsByAscendingVersion) {
   const std::vector<std::uint64_t> order = {5, 2, 9, 3};
   for (std::size_t i = 0; i < order.size(); ++i) {
     const std::string v = std::to_string(order[i]);
-    ASSERT_TRUE(store().buffer_put(bp("k", order[i], "id-" + v, "msg\0"s + v, t0 + milliseconds(i))).is_ok());
+    ASSERT_TRUE(store().buffer_put(bp("k", order[i], "id-" + v, "msg\0"s + v, t0 + milliseconds(i))).ok());
   }
   const std::vector<BufferEntry> all = buffered(store(), "k", 10);
   ASSERT_EQ(versions(all), (std::vector<std::uint64_t>{2, 3, 5, 9}));
@@ -472,18 +472,18 @@ TEST_P(StoreConformance, EntityBufferReadsByAscendingVersion) {
   EXPECT_TRUE(buffered(store(), "k", 0).empty());
   EXPECT_TRUE(buffered(store(), "kk").empty());
   // Large versions sort as numbers.
-  ASSERT_TRUE(store().buffer_put(bp("big", 1ull << 40, "x", "", t0)).is_ok());
-  ASSERT_TRUE(store().buffer_put(bp("big", 256, "y", "", t0)).is_ok());
-  ASSERT_TRUE(store().buffer_put(bp("big", 10, "z", "", t0)).is_ok());
+  ASSERT_TRUE(store().buffer_put(bp("big", 1ull << 40, "x", "", t0)).ok());
+  ASSERT_TRUE(store().buffer_put(bp("big", 256, "y", "", t0)).ok());
+  ASSERT_TRUE(store().buffer_put(bp("big", 10, "z", "", t0)).ok());
   EXPECT_EQ(versions(buffered(store(), "big")), (std::vector<std::uint64_t>{10, 256, 1ull << 40}));
 }
 
 TEST_P(StoreConformance, EntityBufferPutIsIdempotentForTheSameId) {
   if (!caps().entities) return expect_no_entities(store());
   const TimePoint t0 = clock_.now();
-  ASSERT_TRUE(store().buffer_put(bp("k", 4, "m4", "first", t0)).is_ok());
+  ASSERT_TRUE(store().buffer_put(bp("k", 4, "m4", "first", t0)).ok());
   Status same = store().buffer_put(bp("k", 4, "m4", "second", t0 + milliseconds(500)));
-  EXPECT_TRUE(same.is_ok()) << same.to_string();
+  EXPECT_TRUE(same.ok()) << same.to_string();
   std::vector<BufferEntry> e = buffered(store(), "k");
   ASSERT_EQ(e.size(), 1u);
   EXPECT_EQ(e[0].buffered_at, t0) << "the first buffered_at is kept";
@@ -498,7 +498,7 @@ TEST_P(StoreConformance, EntityBufferPutIsIdempotentForTheSameId) {
 
   // A repeated put is not counted against the limits: it stores nothing.
   BufferLimits full{.per_key = 1, .total = 1, .total_bytes = entry_bytes("k", "m4", "first")};
-  EXPECT_TRUE(store().buffer_put(bp("k", 4, "m4", "first", t0, full)).is_ok());
+  EXPECT_TRUE(store().buffer_put(bp("k", 4, "m4", "first", t0, full)).ok());
   EXPECT_EQ(summary(store()).count, 1u);
 }
 
@@ -506,8 +506,8 @@ TEST_P(StoreConformance, EntityBufferPerKeyLimit) {
   if (!caps().entities) return expect_no_entities(store());
   const TimePoint t0 = clock_.now();
   const BufferLimits limits{.per_key = 2, .total = 100, .total_bytes = 1 << 20};
-  ASSERT_TRUE(store().buffer_put(bp("k", 1, "m1", "a", t0, limits)).is_ok());
-  ASSERT_TRUE(store().buffer_put(bp("k", 2, "m2", "b", t0, limits)).is_ok());
+  ASSERT_TRUE(store().buffer_put(bp("k", 1, "m1", "a", t0, limits)).ok());
+  ASSERT_TRUE(store().buffer_put(bp("k", 2, "m2", "b", t0, limits)).ok());
   Status over = store().buffer_put(bp("k", 3, "m3", "c", t0, limits));
   EXPECT_EQ(over.code(), StatusCode::kResourceExhausted) << over.to_string();
   EXPECT_NE(over.message().find("per_key"), std::string::npos) << over.to_string();
@@ -516,10 +516,10 @@ TEST_P(StoreConformance, EntityBufferPerKeyLimit) {
   EXPECT_EQ(sum.count, 2u);
   EXPECT_EQ(sum.bytes, 2 * entry_bytes("k", "m1", "a"));
   // The limit is per key.
-  EXPECT_TRUE(store().buffer_put(bp("j", 3, "m3", "c", t0, limits)).is_ok());
+  EXPECT_TRUE(store().buffer_put(bp("j", 3, "m3", "c", t0, limits)).ok());
   // Room made by a removal is usable again.
-  ASSERT_TRUE(store().buffer_remove("k", 1).is_ok());
-  EXPECT_TRUE(store().buffer_put(bp("k", 3, "m3", "c", t0, limits)).is_ok());
+  ASSERT_TRUE(store().buffer_remove("k", 1).ok());
+  EXPECT_TRUE(store().buffer_put(bp("k", 3, "m3", "c", t0, limits)).ok());
 }
 
 // buffer_put_batch answers as one buffer_put per element, in order: a later put sees
@@ -612,9 +612,9 @@ TEST_P(StoreConformance, EntityBufferTotalLimit) {
   if (!caps().entities) return expect_no_entities(store());
   const TimePoint t0 = clock_.now();
   const BufferLimits limits{.per_key = 100, .total = 3, .total_bytes = 1 << 20};
-  ASSERT_TRUE(store().buffer_put(bp("a", 1, "a1", "x", t0, limits)).is_ok());
-  ASSERT_TRUE(store().buffer_put(bp("b", 1, "b1", "x", t0, limits)).is_ok());
-  ASSERT_TRUE(store().buffer_put(bp("b", 2, "b2", "x", t0, limits)).is_ok());
+  ASSERT_TRUE(store().buffer_put(bp("a", 1, "a1", "x", t0, limits)).ok());
+  ASSERT_TRUE(store().buffer_put(bp("b", 1, "b1", "x", t0, limits)).ok());
+  ASSERT_TRUE(store().buffer_put(bp("b", 2, "b2", "x", t0, limits)).ok());
   Status over = store().buffer_put(bp("c", 1, "c1", "x", t0, limits));
   EXPECT_EQ(over.code(), StatusCode::kResourceExhausted) << over.to_string();
   EXPECT_NE(over.message().find("total"), std::string::npos) << over.to_string();
@@ -622,8 +622,8 @@ TEST_P(StoreConformance, EntityBufferTotalLimit) {
   EXPECT_EQ(over.message().find("per_key"), std::string::npos) << over.to_string();
   EXPECT_TRUE(buffered(store(), "c").empty()) << "nothing stored";
   EXPECT_EQ(summary(store()).count, 3u);
-  ASSERT_TRUE(store().buffer_remove("b", 2).is_ok());
-  EXPECT_TRUE(store().buffer_put(bp("c", 1, "c1", "x", t0, limits)).is_ok());
+  ASSERT_TRUE(store().buffer_remove("b", 2).ok());
+  EXPECT_TRUE(store().buffer_put(bp("c", 1, "c1", "x", t0, limits)).ok());
   EXPECT_EQ(summary(store()).count, 3u);
 }
 
@@ -636,7 +636,7 @@ TEST_P(StoreConformance, EntityBufferTotalBytesLimit) {
   const std::size_t second = entry_bytes("other", "m2", m2);
   // Exactly full is allowed; one byte more is not.
   const BufferLimits limits{.per_key = 100, .total = 100, .total_bytes = first + second};
-  ASSERT_TRUE(store().buffer_put(bp("k", 1, "m1", m1, t0, limits)).is_ok());
+  ASSERT_TRUE(store().buffer_put(bp("k", 1, "m1", m1, t0, limits)).ok());
   const BufferLimits tight{.per_key = 100, .total = 100, .total_bytes = first + second - 1};
   Status over = store().buffer_put(bp("other", 1, "m2", m2, t0, tight));
   EXPECT_EQ(over.code(), StatusCode::kResourceExhausted) << over.to_string();
@@ -645,7 +645,7 @@ TEST_P(StoreConformance, EntityBufferTotalBytesLimit) {
   BufferSummary sum = summary(store());
   EXPECT_EQ(sum.count, 1u);
   EXPECT_EQ(sum.bytes, first);
-  ASSERT_TRUE(store().buffer_put(bp("other", 1, "m2", m2, t0, limits)).is_ok());
+  ASSERT_TRUE(store().buffer_put(bp("other", 1, "m2", m2, t0, limits)).ok());
   EXPECT_EQ(summary(store()).bytes, first + second);
   // Now any entry is one too many.
   Status full = store().buffer_put(bp("third", 1, "m", "", t0, limits));
@@ -656,15 +656,15 @@ TEST_P(StoreConformance, EntityBufferTotalBytesLimit) {
 TEST_P(StoreConformance, EntityBufferRemove) {
   if (!caps().entities) return expect_no_entities(store());
   const TimePoint t0 = clock_.now();
-  ASSERT_TRUE(store().buffer_put(bp("k", 1, "m1", "a", t0)).is_ok());
-  ASSERT_TRUE(store().buffer_put(bp("k", 2, "m2", "b", t0)).is_ok());
-  ASSERT_TRUE(store().buffer_put(bp("j", 1, "j1", "c", t0)).is_ok());
-  ASSERT_TRUE(store().buffer_remove("k", 1).is_ok());
+  ASSERT_TRUE(store().buffer_put(bp("k", 1, "m1", "a", t0)).ok());
+  ASSERT_TRUE(store().buffer_put(bp("k", 2, "m2", "b", t0)).ok());
+  ASSERT_TRUE(store().buffer_put(bp("j", 1, "j1", "c", t0)).ok());
+  ASSERT_TRUE(store().buffer_remove("k", 1).ok());
   EXPECT_EQ(versions(buffered(store(), "k")), (std::vector<std::uint64_t>{2}));
-  EXPECT_TRUE(store().buffer_remove("k", 1).is_ok()) << "removing an absent entry is OK";
-  EXPECT_TRUE(store().buffer_remove("never-used", 7).is_ok());
+  EXPECT_TRUE(store().buffer_remove("k", 1).ok()) << "removing an absent entry is OK";
+  EXPECT_TRUE(store().buffer_remove("never-used", 7).ok());
   EXPECT_EQ(versions(buffered(store(), "j")), (std::vector<std::uint64_t>{1}));
-  ASSERT_TRUE(store().buffer_remove("k", 2).is_ok());
+  ASSERT_TRUE(store().buffer_remove("k", 2).ok());
   EXPECT_TRUE(buffered(store(), "k").empty());
   BufferSummary sum = summary(store());
   EXPECT_EQ(sum.count, 1u);
@@ -672,7 +672,7 @@ TEST_P(StoreConformance, EntityBufferRemove) {
   ASSERT_EQ(sum.keys.size(), 1u) << "a key whose last entry went has no summary line";
   EXPECT_EQ(sum.keys[0].key, "j");
   // A removed (key, version) can take a new id.
-  EXPECT_TRUE(store().buffer_put(bp("k", 1, "another", "z", t0)).is_ok());
+  EXPECT_TRUE(store().buffer_put(bp("k", 1, "another", "z", t0)).ok());
   EXPECT_EQ(buffered(store(), "k").at(0).id, "another");
 }
 
@@ -685,11 +685,11 @@ TEST_P(StoreConformance, EntityBufferSummaryTotalsAndOldestFirst) {
   EXPECT_TRUE(empty.keys.empty());
 
   // b's oldest entry is not its lowest version.
-  ASSERT_TRUE(store().buffer_put(bp("a", 7, "a7", "xx", t0 + milliseconds(20))).is_ok());
-  ASSERT_TRUE(store().buffer_put(bp("b", 9, "b9", "y", t0 + milliseconds(10))).is_ok());
-  ASSERT_TRUE(store().buffer_put(bp("b", 4, "b4", "yyy", t0 + milliseconds(50))).is_ok());
-  ASSERT_TRUE(store().buffer_put(bp("c", 2, "c2", "", t0 + milliseconds(30))).is_ok());
-  ASSERT_TRUE(store().buffer_put(bp("d", 3, "d3", "z", t0 + milliseconds(40))).is_ok());
+  ASSERT_TRUE(store().buffer_put(bp("a", 7, "a7", "xx", t0 + milliseconds(20))).ok());
+  ASSERT_TRUE(store().buffer_put(bp("b", 9, "b9", "y", t0 + milliseconds(10))).ok());
+  ASSERT_TRUE(store().buffer_put(bp("b", 4, "b4", "yyy", t0 + milliseconds(50))).ok());
+  ASSERT_TRUE(store().buffer_put(bp("c", 2, "c2", "", t0 + milliseconds(30))).ok());
+  ASSERT_TRUE(store().buffer_put(bp("d", 3, "d3", "z", t0 + milliseconds(40))).ok());
   const std::size_t bytes = entry_bytes("a", "a7", "xx") + entry_bytes("b", "b9", "y") + entry_bytes("b", "b4", "yyy") +
                             entry_bytes("c", "c2", "") + entry_bytes("d", "d3", "z");
 
@@ -721,7 +721,7 @@ TEST_P(StoreConformance, EntityBufferSummaryTotalsAndOldestFirst) {
   EXPECT_TRUE(none.keys.empty());
 
   // Removing b's oldest entry moves b behind the others.
-  ASSERT_TRUE(store().buffer_remove("b", 9).is_ok());
+  ASSERT_TRUE(store().buffer_remove("b", 9).ok());
   BufferSummary after = summary(store(), 10);
   EXPECT_EQ(after.count, 4u);
   ASSERT_EQ(after.keys.size(), 4u);
@@ -741,7 +741,7 @@ TEST_P(StoreConformance, EntityBinaryKeysIdsAndLongKeys) {
   const std::vector<std::string> keys = {
       "a"s, "\0"s, "a\0b"s, "a\0c"s, "a\0"s, "\xff\xfe\x80"s, "\xc3\x28"s, long_key, long_key.substr(0, 511)};
   for (std::size_t i = 0; i < keys.size(); ++i) {
-    ASSERT_TRUE(store().write_entity(ew(keys[i], 0, i + 1, "st\0"s + std::to_string(i))).is_ok()) << i;
+    ASSERT_TRUE(store().write_entity(ew(keys[i], 0, i + 1, "st\0"s + std::to_string(i))).ok()) << i;
   }
   for (std::size_t i = 0; i < keys.size(); ++i) {
     EXPECT_TRUE(is_record(read(store(), keys[i]), 1, i + 1, "st\0"s + std::to_string(i)));
@@ -752,7 +752,7 @@ TEST_P(StoreConformance, EntityBinaryKeysIdsAndLongKeys) {
   const std::string id = "\0id\xff"s;
   const std::string message = "\0\x01\xfe"s + std::string(1000, '\0');
   for (std::size_t i = 0; i < keys.size(); ++i) {
-    ASSERT_TRUE(store().buffer_put(bp(keys[i], 2, id + std::to_string(i), message, t0 + milliseconds(i))).is_ok()) << i;
+    ASSERT_TRUE(store().buffer_put(bp(keys[i], 2, id + std::to_string(i), message, t0 + milliseconds(i))).ok()) << i;
   }
   std::size_t bytes = 0;
   for (std::size_t i = 0; i < keys.size(); ++i) {
@@ -777,7 +777,7 @@ TEST_P(StoreConformance, EntityBinaryKeysIdsAndLongKeys) {
   ASSERT_EQ(c.status, ClaimStatus::kNew);
   EXPECT_TRUE(is_record(c.entity, 1, 3, "st\0"s + "2"));
   CommitRequest commit = with_entity(commit_req(binary_id, "A", t0), ew(keys[2], 1, 3, std::nullopt, 2));
-  ASSERT_TRUE(store().commit(commit).is_ok());
+  ASSERT_TRUE(store().commit(commit).ok());
   EXPECT_TRUE(is_record(read(store(), keys[2]), 2, 3, "st\0"s + "2"));
   EXPECT_TRUE(buffered(store(), keys[2]).empty());
   EXPECT_EQ(buffered(store(), keys[3]).size(), 1u);
@@ -790,9 +790,9 @@ TEST_P(StoreConformance, EntityRecordsAndBufferSurvivePurge) {
   ASSERT_TRUE(claim_new("m", "A", t0, std::nullopt, "k"sv));
   CommitRequest c = with_entity(commit_req("m", "A", t0), ew("k", 0, 1, "s"sv));
   c.ttl = milliseconds(1000);
-  ASSERT_TRUE(store().commit(c).is_ok());
-  ASSERT_TRUE(store().write_entity(ew("w", 0, 5)).is_ok());
-  ASSERT_TRUE(store().buffer_put(bp("k", 3, "m3", "three", t0)).is_ok());
+  ASSERT_TRUE(store().commit(c).ok());
+  ASSERT_TRUE(store().write_entity(ew("w", 0, 5)).ok());
+  ASSERT_TRUE(store().buffer_put(bp("k", 3, "m3", "three", t0)).ok());
 
   const TimePoint years = t0 + std::chrono::hours(24 * 365 * 10);
   for (int round = 0; round < 20; ++round) {
@@ -816,12 +816,12 @@ TEST_P(StoreConformance, EntityRecordsAndBufferSurvivePurge) {
 TEST_P(StoreConformance, EntityReopenKeepsRecordsAndBufferOfDurableStores) {
   if (!caps().entities) return expect_no_entities(store());
   const TimePoint t0 = clock_.now();
-  ASSERT_TRUE(store().buffer_put(bp("k", 2, "m2", "two", t0)).is_ok());
-  ASSERT_TRUE(store().buffer_put(bp("k", 3, "m3", "three\0"s, t0 + milliseconds(1))).is_ok());
+  ASSERT_TRUE(store().buffer_put(bp("k", 2, "m2", "two", t0)).ok());
+  ASSERT_TRUE(store().buffer_put(bp("k", 3, "m3", "three\0"s, t0 + milliseconds(1))).ok());
   ASSERT_TRUE(claim_new("m2", "A", t0, std::nullopt, "k"sv));
   CommitRequest c = with_entity(commit_req("m2", "A", t0, "r2"sv), ew("k", 0, 2, "s2"sv, 2));
-  ASSERT_TRUE(store().commit(c).is_ok());
-  ASSERT_TRUE(store().write_entity(ew("w", 0, std::nullopt, "only-state"sv)).is_ok());
+  ASSERT_TRUE(store().commit(c).ok());
+  ASSERT_TRUE(store().write_entity(ew("w", 0, std::nullopt, "only-state"sv)).ok());
 
   reopen();
   if (caps().durable) {
@@ -839,7 +839,7 @@ TEST_P(StoreConformance, EntityReopenKeepsRecordsAndBufferOfDurableStores) {
     EXPECT_EQ(sum.bytes, entry_bytes("k", "m3", "three\0"sv));
     // The revision carries on from the stored one.
     EXPECT_EQ(store().write_entity(ew("k", 0, 9)).code(), StatusCode::kAborted);
-    ASSERT_TRUE(store().write_entity(ew("k", 1, 3, std::nullopt, 3)).is_ok());
+    ASSERT_TRUE(store().write_entity(ew("k", 1, 3, std::nullopt, 3)).ok());
     reopen();
     EXPECT_TRUE(is_record(read(store(), "k"), 2, 3, "s2"));
     EXPECT_TRUE(buffered(store(), "k").empty());
@@ -847,7 +847,7 @@ TEST_P(StoreConformance, EntityReopenKeepsRecordsAndBufferOfDurableStores) {
     // Not durable: only the reopened store's behaviour is checked.
     const EntityRecord r = read(store(), "fresh-after-reopen");
     EXPECT_TRUE(is_record(r, 0, 0, ""));
-    EXPECT_TRUE(store().write_entity(ew("fresh-after-reopen", 0, 1)).is_ok());
+    EXPECT_TRUE(store().write_entity(ew("fresh-after-reopen", 0, 1)).ok());
     EXPECT_TRUE(is_record(read(store(), "fresh-after-reopen"), 1, 1, ""));
   }
 }
@@ -865,10 +865,10 @@ TEST_P(StoreConformance, EntityFaultInsideACommitLeavesEverythingUnchanged) {
   }
   // Learn the points a commit with an entity write passes.
   ASSERT_TRUE(claim_new("probe", "A", t0, std::nullopt, "probe-key"sv));
-  ASSERT_TRUE(store().buffer_put(bp("probe-key", 1, "probe", "p", t0)).is_ok());
+  ASSERT_TRUE(store().buffer_put(bp("probe-key", 1, "probe", "p", t0)).ok());
   faults_.clear_seen();
   CommitRequest probe = with_entity(commit_req("probe", "A", t0, "p"sv), ew("probe-key", 0, 1, "s"sv, 1));
-  ASSERT_TRUE(store().commit(probe).is_ok());
+  ASSERT_TRUE(store().commit(probe).ok());
   const std::vector<std::string> points = faults_.seen();
   ASSERT_FALSE(points.empty()) << "the factory says the backend calls its fault hook inside commit";
 
@@ -878,8 +878,8 @@ TEST_P(StoreConformance, EntityFaultInsideACommitLeavesEverythingUnchanged) {
     const std::string id = "atomic-" + std::to_string(n);
     const std::string key = "key-" + std::to_string(n++);
     faults_.fail_at({});
-    ASSERT_TRUE(store().write_entity(ew(key, 0, 1, "before"sv)).is_ok());
-    ASSERT_TRUE(store().buffer_put(bp(key, 2, id, "two", t0)).is_ok());
+    ASSERT_TRUE(store().write_entity(ew(key, 0, 1, "before"sv)).ok());
+    ASSERT_TRUE(store().buffer_put(bp(key, 2, id, "two", t0)).ok());
     ASSERT_TRUE(claim_new(id, "A", t0, std::nullopt, key));
     ASSERT_TRUE(store().release(keyed(release_req(id, "A", t0, true), key)).ok());
     ASSERT_EQ(claim_ok(keyed(claim_req(id, "A", t0), key)).retries, 1u);
@@ -888,7 +888,7 @@ TEST_P(StoreConformance, EntityFaultInsideACommitLeavesEverythingUnchanged) {
     faults_.fail_at(point);
     Status s = store().commit(c);
     faults_.fail_at({});
-    EXPECT_FALSE(s.is_ok()) << "the commit must report the injected failure";
+    EXPECT_FALSE(s.ok()) << "the commit must report the injected failure";
 
     EXPECT_TRUE(is_record(read(store(), key), 1, 1, "before"));
     EXPECT_EQ(versions(buffered(store(), key)), (std::vector<std::uint64_t>{2}));
@@ -902,7 +902,7 @@ TEST_P(StoreConformance, EntityFaultInsideACommitLeavesEverythingUnchanged) {
 
     // With the fault gone, the owner's commit goes through, all of it.
     c.result = "landed";
-    ASSERT_TRUE(store().commit(c).is_ok());
+    ASSERT_TRUE(store().commit(c).ok());
     EXPECT_TRUE(is_record(read(store(), key), 2, 2, "after"));
     EXPECT_TRUE(buffered(store(), key).empty());
     EXPECT_EQ(claim_ok(keyed(claim_req(id, "B", t0), key)).result, std::optional<std::string>("landed"));
@@ -910,10 +910,10 @@ TEST_P(StoreConformance, EntityFaultInsideACommitLeavesEverythingUnchanged) {
   if (caps().durable) {
     // A failed commit is not found after a reopen either, in any of its parts.
     ASSERT_TRUE(claim_new("durable-atomic", "A", t0, std::nullopt, "durable-key"sv));
-    ASSERT_TRUE(store().buffer_put(bp("durable-key", 1, "durable-atomic", "x", t0)).is_ok());
+    ASSERT_TRUE(store().buffer_put(bp("durable-key", 1, "durable-atomic", "x", t0)).ok());
     CommitRequest c = with_entity(commit_req("durable-atomic", "A", t0, "no"sv), ew("durable-key", 0, 1, "s"sv, 1));
     faults_.fail_at(points.back());
-    EXPECT_FALSE(store().commit(c).is_ok());
+    EXPECT_FALSE(store().commit(c).ok());
     faults_.fail_at({});
     reopen();
     EXPECT_TRUE(is_record(read(store(), "durable-key"), 0, 0, ""));
@@ -935,9 +935,9 @@ TEST_P(StoreConformance, EntitySharedHandlesSeeEachOthersEntities) {
   const TimePoint t0 = clock_.now();
   std::shared_ptr<Store> second = open_second();
   ASSERT_NE(second, nullptr);
-  ASSERT_TRUE(store().write_entity(ew("k", 0, 1, "s"sv)).is_ok());
+  ASSERT_TRUE(store().write_entity(ew("k", 0, 1, "s"sv)).ok());
   EXPECT_TRUE(is_record(read(*second, "k"), 1, 1, "s"));
-  ASSERT_TRUE(second->buffer_put(bp("k", 3, "m3", "three", t0)).is_ok());
+  ASSERT_TRUE(second->buffer_put(bp("k", 3, "m3", "three", t0)).ok());
   EXPECT_EQ(versions(buffered(store(), "k")), (std::vector<std::uint64_t>{3}));
   EXPECT_EQ(summary(store()).count, 1u);
 
@@ -949,11 +949,11 @@ TEST_P(StoreConformance, EntitySharedHandlesSeeEachOthersEntities) {
   EXPECT_TRUE(is_record(c->entity, 1, 1, "s"));
 
   // Both handles read revision 1; only the first write lands.
-  ASSERT_TRUE(store().write_entity(ew("k", 1, 2)).is_ok());
+  ASSERT_TRUE(store().write_entity(ew("k", 1, 2)).ok());
   CommitRequest late = with_entity(commit_req("m2", "A", t0), ew("k", 1, 2, std::nullopt, 3));
   EXPECT_EQ(second->commit(late).code(), StatusCode::kAborted);
   late.entity->expect_revision = 2;
-  ASSERT_TRUE(second->commit(late).is_ok());
+  ASSERT_TRUE(second->commit(late).ok());
   EXPECT_TRUE(is_record(read(store(), "k"), 3, 2, "s"));
   EXPECT_TRUE(buffered(store(), "k").empty());
 }
@@ -988,7 +988,7 @@ TEST_P(StoreConformance, EntityConcurrentCompareAndSetEachRevisionWonOnce) {
         c.entity = ew("hot", before->revision, before->revision + 1);
         c.entity_key = "hot"sv;
         Status s = store_->commit(c);
-        if (s.is_ok()) {
+        if (s.ok()) {
           const std::uint64_t rev = before->revision + 1;
           if (rev < won.size()) won[rev].fetch_add(1);
           wins.fetch_add(1);

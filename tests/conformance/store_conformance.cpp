@@ -25,7 +25,7 @@ FaultHook FaultSwitch::hook() {
     std::string p(point);
     if (std::find(seen_.begin(), seen_.end(), p) == seen_.end()) seen_.push_back(p);
     if (!fail_at_.empty() && p == fail_at_) return unavailable("fault injected at " + p);
-    return Status::ok();
+    return ok_status();
   };
 }
 
@@ -183,9 +183,9 @@ TEST_P(StoreConformance, FirstClaimIsNewThenInProgressForEveryone) {
 TEST_P(StoreConformance, DuplicateOfCompletedIdReturnsStoredResult) {
   const TimePoint t0 = clock_.now();
   ASSERT_TRUE(claim_new("with-result", "A", t0));
-  ASSERT_TRUE(store().commit(commit_req("with-result", "A", t0, "the result\0bytes"sv)).is_ok());
+  ASSERT_TRUE(store().commit(commit_req("with-result", "A", t0, "the result\0bytes"sv)).ok());
   ASSERT_TRUE(claim_new("no-result", "A", t0));
-  ASSERT_TRUE(store().commit(commit_req("no-result", "A", t0)).is_ok());
+  ASSERT_TRUE(store().commit(commit_req("no-result", "A", t0)).ok());
 
   ClaimResult d = claim_ok(claim_req("with-result", "B", t0 + milliseconds(1)));
   EXPECT_EQ(d.status, ClaimStatus::kCompleted);
@@ -203,7 +203,7 @@ TEST_P(StoreConformance, LargeResultRoundTrips) {
   std::string big(64 * 1024, '\0');
   for (std::size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i * 7);
   ASSERT_TRUE(claim_new("big", "A", t0));
-  ASSERT_TRUE(store().commit(commit_req("big", "A", t0, big)).is_ok());
+  ASSERT_TRUE(store().commit(commit_req("big", "A", t0, big)).ok());
   ClaimResult d = claim_ok(claim_req("big", "B", t0));
   ASSERT_EQ(d.status, ClaimStatus::kCompleted);
   EXPECT_EQ(d.result, stored(big));
@@ -212,7 +212,7 @@ TEST_P(StoreConformance, LargeResultRoundTrips) {
 TEST_P(StoreConformance, CommitOfCompletedIdFails) {
   const TimePoint t0 = clock_.now();
   ASSERT_TRUE(claim_new("m", "A", t0));
-  ASSERT_TRUE(store().commit(commit_req("m", "A", t0, "first"sv)).is_ok());
+  ASSERT_TRUE(store().commit(commit_req("m", "A", t0, "first"sv)).ok());
   Status again = store().commit(commit_req("m", "A", t0 + milliseconds(1), "second"sv));
   EXPECT_EQ(again.code(), StatusCode::kFailedPrecondition) << again.to_string();
   ClaimResult d = claim_ok(claim_req("m", "A", t0 + milliseconds(2)));
@@ -230,7 +230,7 @@ TEST_P(StoreConformance, ConflictOnlyForDifferentFingerprints) {
   // Completed.
   CommitRequest c = commit_req("fp", "A", t0, "r"sv);
   c.fingerprint = 111;
-  ASSERT_TRUE(store().commit(c).is_ok());
+  ASSERT_TRUE(store().commit(c).ok());
   EXPECT_EQ(claim_ok(claim_req("fp", "B", t0, 222)).status, completed_conflict());
   ClaimResult same = claim_ok(claim_req("fp", "B", t0, 111));
   EXPECT_EQ(same.status, ClaimStatus::kCompleted);
@@ -240,7 +240,7 @@ TEST_P(StoreConformance, ConflictOnlyForDifferentFingerprints) {
   // A record without a fingerprint never conflicts.
   ASSERT_TRUE(claim_new("nofp", "A", t0, std::nullopt));
   EXPECT_EQ(claim_ok(claim_req("nofp", "B", t0, 333)).status, ClaimStatus::kInProgress);
-  ASSERT_TRUE(store().commit(commit_req("nofp", "A", t0)).is_ok());
+  ASSERT_TRUE(store().commit(commit_req("nofp", "A", t0)).ok());
   EXPECT_EQ(claim_ok(claim_req("nofp", "B", t0, 333)).status, ClaimStatus::kCompleted);
   EXPECT_EQ(claim_ok(claim_req("nofp", "B", t0, std::nullopt)).status, ClaimStatus::kCompleted);
 }
@@ -250,7 +250,7 @@ TEST_P(StoreConformance, ConflictIsForgottenWithTheRecord) {
   CommitRequest c = commit_req("fp", "A", t0);
   c.fingerprint = 1;
   ASSERT_TRUE(claim_new("fp", "A", t0, 1));
-  ASSERT_TRUE(store().commit(c).is_ok());
+  ASSERT_TRUE(store().commit(c).ok());
   const TimePoint later = t0 + kTtl + milliseconds(1);
   EXPECT_TRUE(claim_new("fp", "B", later, 2)) << "an expired record counts as absent";
 }
@@ -292,7 +292,7 @@ TEST_P(StoreConformance, CommitRejectedWhileAnotherOwnerHoldsTheLease) {
   EXPECT_EQ(info.state, RecordState::kInProgress);
   EXPECT_EQ(info.owner, "B");
 
-  ASSERT_TRUE(store().commit(commit_req("m", "B", t1 + milliseconds(2), "from B"sv)).is_ok());
+  ASSERT_TRUE(store().commit(commit_req("m", "B", t1 + milliseconds(2), "from B"sv)).ok());
   ClaimResult d = claim_ok(claim_req("m", "A", t1 + milliseconds(3)));
   EXPECT_EQ(d.status, ClaimStatus::kCompleted);
   EXPECT_EQ(d.result, stored("from B"));
@@ -302,7 +302,7 @@ TEST_P(StoreConformance, CommitAcceptedOnOwnExpiredLease) {
   const TimePoint t0 = clock_.now();
   ASSERT_TRUE(claim_new("m", "A", t0));
   const TimePoint late = t0 + kLease + milliseconds(5000);
-  ASSERT_TRUE(store().commit(commit_req("m", "A", late, "late"sv)).is_ok());
+  ASSERT_TRUE(store().commit(commit_req("m", "A", late, "late"sv)).ok());
   ClaimResult d = claim_ok(claim_req("m", "B", late + milliseconds(1)));
   EXPECT_EQ(d.status, ClaimStatus::kCompleted);
   EXPECT_EQ(d.result, stored("late"));
@@ -312,7 +312,7 @@ TEST_P(StoreConformance, ExtendOwnForeignAndExpired) {
   const TimePoint t0 = clock_.now();
   ASSERT_TRUE(claim_new("m", "A", t0));
   const TimePoint t1 = t0 + milliseconds(8000);
-  ASSERT_TRUE(store().extend({"m", "A", milliseconds(20'000), t1, std::nullopt}).is_ok());
+  ASSERT_TRUE(store().extend({"m", "A", milliseconds(20'000), t1, std::nullopt}).ok());
   // Past the original expiry, the lease still holds.
   ClaimResult c = claim_ok(claim_req("m", "B", t0 + kLease + milliseconds(1)));
   EXPECT_EQ(c.status, ClaimStatus::kInProgress);
@@ -333,7 +333,7 @@ TEST_P(StoreConformance, ExtendOwnForeignAndExpired) {
   EXPECT_EQ(unknown.code(), StatusCode::kFailedPrecondition) << unknown.to_string();
 
   ASSERT_TRUE(claim_new("done", "A", t0));
-  ASSERT_TRUE(store().commit(commit_req("done", "A", t0)).is_ok());
+  ASSERT_TRUE(store().commit(commit_req("done", "A", t0)).ok());
   Status completed = store().extend({"done", "A", kLease, t0 + milliseconds(1), std::nullopt});
   EXPECT_EQ(completed.code(), StatusCode::kFailedPrecondition) << completed.to_string();
 }
@@ -367,7 +367,7 @@ TEST_P(StoreConformance, ReleaseByAnotherOwnerIsANoOp) {
   EXPECT_EQ(info.retries, 0u);
 
   // Nor does a release touch a completed record.
-  ASSERT_TRUE(store().commit(commit_req("m", "A", t0 + milliseconds(3), "r"sv)).is_ok());
+  ASSERT_TRUE(store().commit(commit_req("m", "A", t0 + milliseconds(3), "r"sv)).ok());
   auto r = store().release(release_req("m", "A", t0 + milliseconds(4), true));
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(*r, 0u);
@@ -406,7 +406,7 @@ TEST_P(StoreConformance, CommitClearsTheRetryCount) {
   ASSERT_EQ(claim_ok(claim_req("m", "A", t0)).retries, 1u);
   ASSERT_TRUE(store().release(release_req("m", "A", t0, true)).ok());
   ASSERT_EQ(claim_ok(claim_req("m", "A", t0)).retries, 2u);
-  ASSERT_TRUE(store().commit(commit_req("m", "A", t0)).is_ok());
+  ASSERT_TRUE(store().commit(commit_req("m", "A", t0)).ok());
   RecordInfo info = inspect_live("m", t0);
   EXPECT_EQ(info.state, RecordState::kCompleted);
   EXPECT_EQ(info.retries, 0u);
@@ -443,7 +443,7 @@ TEST_P(StoreConformance, DeadLetteredCommitAnswersCompleted) {
   ASSERT_TRUE(claim_new("dl", "A", t0));
   ASSERT_TRUE(store().release(release_req("dl", "A", t0, true)).ok());
   ASSERT_EQ(claim_ok(claim_req("dl", "A", t0)).retries, 1u);
-  ASSERT_TRUE(store().commit(commit_req("dl", "A", t0, std::nullopt, Outcome::kDeadLettered)).is_ok());
+  ASSERT_TRUE(store().commit(commit_req("dl", "A", t0, std::nullopt, Outcome::kDeadLettered)).ok());
   ClaimResult c = claim_ok(claim_req("dl", "B", t0 + milliseconds(1)));
   EXPECT_EQ(c.status, ClaimStatus::kCompleted);
   EXPECT_EQ(c.dead_lettered, !caps().membership_only);
@@ -457,7 +457,7 @@ TEST_P(StoreConformance, DeadLetteredCommitAnswersCompleted) {
 TEST_P(StoreConformance, CompletedRecordExpiresAfterTtl) {
   const TimePoint t0 = clock_.now();
   ASSERT_TRUE(claim_new("m", "A", t0));
-  ASSERT_TRUE(store().commit(commit_req("m", "A", t0, "r"sv)).is_ok());
+  ASSERT_TRUE(store().commit(commit_req("m", "A", t0, "r"sv)).ok());
   EXPECT_EQ(claim_ok(claim_req("m", "B", t0 + kTtl - milliseconds(1))).status, ClaimStatus::kCompleted);
   EXPECT_EQ(inspect_or_die(store(), "m", t0 + kTtl + milliseconds(1)), std::nullopt);
   ClaimResult c = claim_ok(claim_req("m", "B", t0 + kTtl + milliseconds(1)));
@@ -475,7 +475,7 @@ TEST_P(StoreConformance, CountedReleaseOfAnExpiredRecordStartsAFreshCount) {
   }
   const TimePoint t0 = clock_.now();
   ASSERT_TRUE(claim_new("old", "A", t0));
-  ASSERT_TRUE(store().commit(commit_req("old", "A", t0, "r"sv)).is_ok());
+  ASSERT_TRUE(store().commit(commit_req("old", "A", t0, "r"sv)).ok());
   // Long after the record expired, a failed attempt is counted against the id...
   const TimePoint late = t0 + kTtl + milliseconds(10);
   auto retries = store().release(release_req("old", "B", late, true));
@@ -486,7 +486,7 @@ TEST_P(StoreConformance, CountedReleaseOfAnExpiredRecordStartsAFreshCount) {
   EXPECT_EQ(c.status, ClaimStatus::kNew);
   EXPECT_EQ(c.retries, 1u);
   EXPECT_FALSE(c.result.has_value());
-  EXPECT_TRUE(store().commit(commit_req("old", "C", late + milliseconds(20))).is_ok());
+  EXPECT_TRUE(store().commit(commit_req("old", "C", late + milliseconds(20))).ok());
 }
 
 // --- inspect ----------------------------------------------------------------------
@@ -512,7 +512,7 @@ TEST_P(StoreConformance, InspectShowsEachState) {
   ASSERT_EQ(claim_ok(claim_req("m", "A", t0 + milliseconds(4), 42)).status, ClaimStatus::kNew);
   CommitRequest c = commit_req("m", "A", t0 + milliseconds(5), "res"sv);
   c.fingerprint = 42;
-  ASSERT_TRUE(store().commit(c).is_ok());
+  ASSERT_TRUE(store().commit(c).ok());
   RecordInfo done = inspect_live("m", t0 + milliseconds(6));
   EXPECT_EQ(done.state, RecordState::kCompleted);
   EXPECT_EQ(done.result, stored("res"));
@@ -542,11 +542,11 @@ TEST_P(StoreConformance, PurgeRemovesOnlyExpiredRecordsBoundedByMax) {
   for (const auto& id : short_ids) {
     ASSERT_TRUE(claim_new(id, "A", t0));
     shortlived.id = id;
-    ASSERT_TRUE(store().commit(shortlived).is_ok());
+    ASSERT_TRUE(store().commit(shortlived).ok());
   }
   for (const auto& id : long_ids) {
     ASSERT_TRUE(claim_new(id, "A", t0));
-    ASSERT_TRUE(store().commit(commit_req(id, "A", t0, "keep"sv)).is_ok());
+    ASSERT_TRUE(store().commit(commit_req(id, "A", t0, "keep"sv)).ok());
   }
   auto none = store().purge_expired(t0 + milliseconds(999), 100);
   ASSERT_TRUE(none.ok());
@@ -593,7 +593,7 @@ TEST_P(StoreConformance, PurgeIsNotBlockedByALongLivedRecord) {
   for (int i = 0; i < 3; ++i) {
     const std::string id = "long-" + std::to_string(i);
     ASSERT_TRUE(claim_new(id, "A", t0));
-    ASSERT_TRUE(store().commit(commit_req(id, "A", t0)).is_ok());
+    ASSERT_TRUE(store().commit(commit_req(id, "A", t0)).ok());
   }
   CommitRequest shortlived = commit_req("", "A", t0);
   shortlived.ttl = milliseconds(1000);
@@ -602,7 +602,7 @@ TEST_P(StoreConformance, PurgeIsNotBlockedByALongLivedRecord) {
     short_ids.push_back("short-" + std::to_string(i));
     ASSERT_TRUE(claim_new(short_ids.back(), "A", t0));
     shortlived.id = short_ids.back();
-    ASSERT_TRUE(store().commit(shortlived).is_ok());
+    ASSERT_TRUE(store().commit(shortlived).ok());
   }
   // Released claims and expired leases are not live either.
   ASSERT_TRUE(claim_new("released", "A", t0));
@@ -639,7 +639,7 @@ TEST_P(StoreConformance, ClaimBatchAnswersLikeSingleClaims) {
   ASSERT_TRUE(claim_new("done", "B", t0, 5));
   CommitRequest c = commit_req("done", "B", t0, "stored"sv);
   c.fingerprint = 5;
-  ASSERT_TRUE(store().commit(c).is_ok());
+  ASSERT_TRUE(store().commit(c).ok());
   ASSERT_TRUE(claim_new("retried", "B", t0));
   ASSERT_TRUE(store().release(release_req("retried", "B", t0, true)).ok());
 
@@ -679,7 +679,7 @@ TEST_P(StoreConformance, CommitBatchAnswersLikeSingleCommitsWithPerItemFailures)
   ASSERT_TRUE(claim_new("mine-2", "A", t0));
   ASSERT_TRUE(claim_new("theirs", "B", t0));
   ASSERT_TRUE(claim_new("done", "A", t0));
-  ASSERT_TRUE(store().commit(commit_req("done", "A", t0, "old"sv)).is_ok());
+  ASSERT_TRUE(store().commit(commit_req("done", "A", t0, "old"sv)).ok());
   ASSERT_TRUE(claim_new("retried", "A", t0));
   ASSERT_TRUE(store().release(release_req("retried", "A", t0, true)).ok());
   ASSERT_EQ(claim_ok(claim_req("retried", "A", t0)).retries, 1u);
@@ -692,12 +692,12 @@ TEST_P(StoreConformance, CommitBatchAnswersLikeSingleCommitsWithPerItemFailures)
   };
   auto out = store().commit_batch(batch);
   ASSERT_EQ(out.size(), batch.size());
-  EXPECT_TRUE(out[0].is_ok()) << out[0].to_string();
+  EXPECT_TRUE(out[0].ok()) << out[0].to_string();
   EXPECT_EQ(out[1].code(), StatusCode::kFailedPrecondition) << out[1].to_string();
   EXPECT_EQ(out[2].code(), StatusCode::kFailedPrecondition) << out[2].to_string();
-  EXPECT_TRUE(out[3].is_ok()) << out[3].to_string();
+  EXPECT_TRUE(out[3].ok()) << out[3].to_string();
   EXPECT_EQ(out[4].code(), StatusCode::kFailedPrecondition) << "the batch's own earlier commit completed it";
-  EXPECT_TRUE(out[5].is_ok()) << out[5].to_string();
+  EXPECT_TRUE(out[5].ok()) << out[5].to_string();
 
   const TimePoint t2 = t1 + milliseconds(1);
   EXPECT_EQ(claim_ok(claim_req("mine-1", "C", t2)).result, stored("r1"));
@@ -731,7 +731,7 @@ TEST_P(StoreConformance, FailedCommitLeavesTheRecordUntouched) {
   // Learn the points a commit passes, then fail at each in turn.
   ASSERT_TRUE(claim_new("probe", "A", t0));
   faults_.clear_seen();
-  ASSERT_TRUE(store().commit(commit_req("probe", "A", t0, "p"sv)).is_ok());
+  ASSERT_TRUE(store().commit(commit_req("probe", "A", t0, "p"sv)).ok());
   const std::vector<std::string> points = faults_.seen();
   ASSERT_FALSE(points.empty()) << "the factory says the backend calls its fault hook inside commit";
   int n = 0;
@@ -745,7 +745,7 @@ TEST_P(StoreConformance, FailedCommitLeavesTheRecordUntouched) {
     faults_.fail_at(point);
     Status s = store().commit(commit_req(id, "A", t0, "must not land"sv));
     faults_.fail_at({});
-    EXPECT_FALSE(s.is_ok()) << "the commit must report the injected failure";
+    EXPECT_FALSE(s.ok()) << "the commit must report the injected failure";
     auto after = inspect_or_die(store(), id, t0);
     ASSERT_TRUE(after.has_value());
     EXPECT_NE(after->state, RecordState::kCompleted);
@@ -755,14 +755,14 @@ TEST_P(StoreConformance, FailedCommitLeavesTheRecordUntouched) {
     ClaimResult c = claim_ok(claim_req(id, "B", t0));
     EXPECT_NE(c.status, ClaimStatus::kCompleted);
     // With the fault gone, the owner's commit goes through.
-    ASSERT_TRUE(store().commit(commit_req(id, "A", t0, "landed"sv)).is_ok());
+    ASSERT_TRUE(store().commit(commit_req(id, "A", t0, "landed"sv)).ok());
     EXPECT_EQ(claim_ok(claim_req(id, "B", t0)).result, std::optional<std::string>("landed"));
   }
   if (caps().durable) {
     // And a failed commit is not found after a reopen either.
     ASSERT_TRUE(claim_new("durable-atomic", "A", t0));
     faults_.fail_at(points.back());
-    EXPECT_FALSE(store().commit(commit_req("durable-atomic", "A", t0, "no"sv)).is_ok());
+    EXPECT_FALSE(store().commit(commit_req("durable-atomic", "A", t0, "no"sv)).ok());
     faults_.fail_at({});
     reopen();
     auto after = inspect_or_die(store(), "durable-atomic", t0);
@@ -797,7 +797,7 @@ TEST_P(StoreConformance, FailedCommitBatchLeavesEveryRecordUntouched) {
   std::vector<CommitRequest> reqs;
   for (const auto& id : probe) reqs.push_back(commit_req(id, "A", t0, "r"sv));
   faults_.clear_seen();
-  for (const Status& s : store().commit_batch(reqs)) ASSERT_TRUE(s.is_ok()) << s.to_string();
+  for (const Status& s : store().commit_batch(reqs)) ASSERT_TRUE(s.ok()) << s.to_string();
   const std::vector<std::string> points = faults_.seen();
   ASSERT_FALSE(points.empty());
   int n = 0;
@@ -816,7 +816,7 @@ TEST_P(StoreConformance, FailedCommitBatchLeavesEveryRecordUntouched) {
     for (std::size_t i = 0; i < ids.size(); ++i) {
       auto after = inspect_or_die(store(), ids[i], t0);
       ASSERT_TRUE(after.has_value());
-      if (out[i].is_ok()) {
+      if (out[i].ok()) {
         EXPECT_EQ(after->state, RecordState::kCompleted) << ids[i];
       } else {
         ++failed;
@@ -830,9 +830,9 @@ TEST_P(StoreConformance, FailedCommitBatchLeavesEveryRecordUntouched) {
     // failed batch left no mark on their leases.
     std::vector<CommitRequest> again;
     for (std::size_t i = 0; i < ids.size(); ++i) {
-      if (!out[i].is_ok()) again.push_back(commit_req(ids[i], "A", t0, "landed"sv));
+      if (!out[i].ok()) again.push_back(commit_req(ids[i], "A", t0, "landed"sv));
     }
-    for (const Status& s : store().commit_batch(again)) EXPECT_TRUE(s.is_ok()) << s.to_string();
+    for (const Status& s : store().commit_batch(again)) EXPECT_TRUE(s.ok()) << s.to_string();
     for (const CommitRequest& q : again) EXPECT_EQ(claim_ok(claim_req(q.id, "B", t0)).result, stored("landed")) << q.id;
   }
 }
@@ -887,7 +887,7 @@ TEST_P(StoreConformance, ConcurrentCommitsOfOneLeaseLandOnce) {
     for (int t = 0; t < kThreads; ++t) {
       threads.emplace_back([&, t] {
         const std::string result = "r" + std::to_string(t);
-        if (store_->commit(commit_req(id, "A", t0, result)).is_ok()) ok.fetch_add(1);
+        if (store_->commit(commit_req(id, "A", t0, result)).ok()) ok.fetch_add(1);
       });
     }
     for (auto& th : threads) th.join();
@@ -902,15 +902,15 @@ TEST_P(StoreConformance, ReopenKeepsCommittedRecordsOfDurableStores) {
   ASSERT_TRUE(claim_new("done", "A", t0, 77));
   CommitRequest c = commit_req("done", "A", t0, "kept"sv);
   c.fingerprint = 77;
-  ASSERT_TRUE(store().commit(c).is_ok());
+  ASSERT_TRUE(store().commit(c).ok());
   ASSERT_TRUE(claim_new("dl", "A", t0));
-  ASSERT_TRUE(store().commit(commit_req("dl", "A", t0, std::nullopt, Outcome::kDeadLettered)).is_ok());
+  ASSERT_TRUE(store().commit(commit_req("dl", "A", t0, std::nullopt, Outcome::kDeadLettered)).ok());
   ASSERT_TRUE(claim_new("failing", "A", t0));
   ASSERT_TRUE(store().release(release_req("failing", "A", t0, true)).ok());
   ASSERT_TRUE(claim_new("short", "A", t0));
   CommitRequest s = commit_req("short", "A", t0);
   s.ttl = milliseconds(1000);
-  ASSERT_TRUE(store().commit(s).is_ok());
+  ASSERT_TRUE(store().commit(s).ok());
 
   reopen();
   const TimePoint t1 = t0 + milliseconds(2000);
@@ -925,14 +925,14 @@ TEST_P(StoreConformance, ReopenKeepsCommittedRecordsOfDurableStores) {
     EXPECT_EQ(f.retries, 1u) << "retry counts are durable";
     EXPECT_TRUE(claim_new("short", "B", t1)) << "expiry still applies after reopen";
     // And a second reopen sees what the first handle wrote.
-    ASSERT_TRUE(store().commit(commit_req("failing", "B", t1, "second"sv)).is_ok());
+    ASSERT_TRUE(store().commit(commit_req("failing", "B", t1, "second"sv)).ok());
     reopen();
     EXPECT_EQ(claim_ok(claim_req("failing", "C", t1)).result, std::optional<std::string>("second"));
   } else {
     // Not durable: the reopened store is a working store; what it remembers is not
     // promised, so only its behaviour for a new id is checked.
     EXPECT_TRUE(claim_new("after-reopen", "B", t1));
-    ASSERT_TRUE(store().commit(commit_req("after-reopen", "B", t1)).is_ok());
+    ASSERT_TRUE(store().commit(commit_req("after-reopen", "B", t1)).ok());
     EXPECT_EQ(claim_ok(claim_req("after-reopen", "C", t1)).status, ClaimStatus::kCompleted);
   }
 }
@@ -950,7 +950,7 @@ TEST_P(StoreConformance, SharedStoresSeeEachOther) {
   ASSERT_TRUE(other.ok()) << other.status().to_string();
   EXPECT_EQ(other->status, ClaimStatus::kInProgress);
   EXPECT_EQ(other->owner, "A");
-  ASSERT_TRUE(store().commit(commit_req("m", "A", t0 + milliseconds(2), "r"sv)).is_ok());
+  ASSERT_TRUE(store().commit(commit_req("m", "A", t0 + milliseconds(2), "r"sv)).ok());
   auto dup = second->claim(claim_req("m", "B", t0 + milliseconds(3)));
   ASSERT_TRUE(dup.ok());
   EXPECT_EQ(dup->status, ClaimStatus::kCompleted);
@@ -970,7 +970,7 @@ TEST_P(StoreConformance, BinaryShortAndLongIdsAreDistinctKeys) {
   };
   for (const auto& id : ids) ASSERT_TRUE(claim_new(id, "A", t0)) << "id of " << id.size() << " bytes";
   for (std::size_t i = 0; i < ids.size(); ++i) {
-    ASSERT_TRUE(store().commit(commit_req(ids[i], "A", t0, "r" + std::to_string(i))).is_ok()) << i;
+    ASSERT_TRUE(store().commit(commit_req(ids[i], "A", t0, "r" + std::to_string(i))).ok()) << i;
   }
   for (std::size_t i = 0; i < ids.size(); ++i) {
     ClaimResult c = claim_ok(claim_req(ids[i], "B", t0 + milliseconds(1)));
@@ -985,7 +985,7 @@ TEST_P(StoreConformance, BinaryShortAndLongIdsAreDistinctKeys) {
   // Release, retry counts and extend work on binary ids too.
   const std::string bin = "\0\xff\0"s;
   ASSERT_TRUE(claim_new(bin, "A", t0));
-  ASSERT_TRUE(store().extend({bin, "A", kLease, t0 + milliseconds(1), std::nullopt}).is_ok());
+  ASSERT_TRUE(store().extend({bin, "A", kLease, t0 + milliseconds(1), std::nullopt}).ok());
   auto r = store().release(release_req(bin, "A", t0 + milliseconds(2), true));
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(*r, 1u);
@@ -1000,7 +1000,7 @@ TEST_P(StoreConformance, BinaryOwnersAndResults) {
   EXPECT_EQ(c.owner, owner);
   EXPECT_EQ(store().commit(commit_req("m", "own", t0)).code(), StatusCode::kFailedPrecondition)
       << "owners are compared as whole byte strings";
-  ASSERT_TRUE(store().commit(commit_req("m", owner, t0, "\0\xff"sv)).is_ok());
+  ASSERT_TRUE(store().commit(commit_req("m", owner, t0, "\0\xff"sv)).ok());
   EXPECT_EQ(claim_ok(claim_req("m", "B", t0)).result, stored("\0\xff"s));
 }
 
@@ -1011,7 +1011,7 @@ TEST_P(StoreConformance, FreshIdsAreNewUpToTheStatedFalsePositiveRate) {
   for (int i = 0; i < 500; ++i) {
     const std::string id = "committed-" + std::to_string(i);
     if (claim_new(id, "A", t0)) {
-      ASSERT_TRUE(store().commit(commit_req(id, "A", t0)).is_ok());
+      ASSERT_TRUE(store().commit(commit_req(id, "A", t0)).ok());
     }
   }
   constexpr int kFresh = 2000;

@@ -296,7 +296,7 @@ TEST_P(GatedBatch, AChainStopsAtAConcurrentWrite) {
   hooked->before_commit_batch = [&](std::span<const CommitRequest>) {
     if (fired) return;
     fired = true;
-    EXPECT_TRUE(store->write_entity({"k0", 0, 5, std::nullopt, std::nullopt}).is_ok());
+    EXPECT_TRUE(store->write_entity({"k0", 0, 5, std::nullopt, std::nullopt}).ok());
   };
   const std::vector<EntityMsg> msgs = {versioned("a", "k0", 6), versioned("b", "k1", 1), versioned("c", "k0", 7)};
   const auto ds = c.process_batch(msgs);

@@ -41,10 +41,10 @@ class RedisBadInput : public WithRedisServer {
     ASSERT_EQ(store_->claim(claim("healthy-2-" + id, "A"))->status, ClaimStatus::kNew);
     auto commits = store_->commit_batch(
         std::vector<CommitRequest>{commit("healthy-" + id, "A"), commit(id, "A"), commit("healthy-2-" + id, "A")});
-    EXPECT_TRUE(commits[0].is_ok()) << commits[0].to_string();
+    EXPECT_TRUE(commits[0].ok()) << commits[0].to_string();
     EXPECT_EQ(commits[1].code(), code) << commits[1].to_string();
     EXPECT_NE(commits[1].message().find(words), std::string::npos) << commits[1].to_string();
-    EXPECT_TRUE(commits[2].is_ok()) << commits[2].to_string();
+    EXPECT_TRUE(commits[2].ok()) << commits[2].to_string();
   }
 
   TimePoint t0_ = ManualClock().now();
@@ -73,7 +73,7 @@ TEST_F(RedisBadInput, CommitThenClaimWithOneBadKeyAnswersTheOtherCall) {
   ASSERT_TRUE(server_->command({"SET", store_->key_of("bad"), "x"}).ok());
   ASSERT_EQ(store_->claim(claim("good", "A"))->status, ClaimStatus::kNew);
   auto r = store_->commit_then_claim(commit("good", "A"), claim("bad", "A"));
-  EXPECT_TRUE(r.commit.is_ok()) << r.commit.to_string();
+  EXPECT_TRUE(r.commit.ok()) << r.commit.to_string();
   EXPECT_EQ(r.claim.status().code(), StatusCode::kDataLoss);
   auto r2 = store_->commit_then_claim(commit("bad", "A"), claim("good2", "A"));
   EXPECT_EQ(r2.commit.code(), StatusCode::kDataLoss);
@@ -84,7 +84,7 @@ TEST_F(RedisBadInput, CommitThenClaimWithOneBadKeyAnswersTheOtherCall) {
 TEST_F(RedisBadInput, ScriptsFlushedFromTheServerAreSentAgain) {
   ASSERT_EQ(store_->claim(claim("a", "A"))->status, ClaimStatus::kNew);
   ASSERT_TRUE(server_->command({"SCRIPT", "FLUSH"}).ok());
-  EXPECT_TRUE(store_->commit(commit("a", "A")).is_ok()) << "NOSCRIPT → EVAL";
+  EXPECT_TRUE(store_->commit(commit("a", "A")).ok()) << "NOSCRIPT → EVAL";
   ASSERT_TRUE(server_->command({"SCRIPT", "FLUSH"}).ok());
   auto batch = store_->claim_batch(std::vector<ClaimRequest>{claim("a", "B"), claim("b", "B"), claim("c", "B")});
   ASSERT_TRUE(batch[0].ok()) << batch[0].status().to_string();
@@ -102,7 +102,7 @@ TEST_F(RedisBadInput, IdsOfOneByteTheMaximumLengthAndBinaryBytes) {
     ASSERT_TRUE(c.ok()) << c.status().to_string();
     EXPECT_EQ(c->status, ClaimStatus::kNew) << id.size();
   }
-  for (const auto& id : ids) ASSERT_TRUE(store_->commit(commit(id, "A")).is_ok());
+  for (const auto& id : ids) ASSERT_TRUE(store_->commit(commit(id, "A")).ok());
   for (const auto& id : ids) EXPECT_EQ(store_->claim(claim(id, "B"))->status, ClaimStatus::kCompleted) << id.size();
   auto dbsize = server_->command({"DBSIZE"});
   EXPECT_EQ(dbsize->integer, static_cast<std::int64_t>(ids.size())) << "one key per id, no collisions";

@@ -83,7 +83,7 @@ TEST(RedisClusterFailover, MasterKilledMidRunReplicaPromotedNoCrashNoLostMessage
   }
   ASSERT_TRUE(queue.empty()) << queue.size() << " deliveries never got through";
   ASSERT_TRUE(killed);
-  ASSERT_TRUE((*cluster)->wait_ok(20'000).is_ok());
+  ASSERT_TRUE((*cluster)->wait_ok(20'000).ok());
   RedisServer* promoted = (*cluster)->master_of(victim_slot);
   ASSERT_NE(promoted, nullptr);
   EXPECT_NE(promoted, victim) << "the replica took over the slot";

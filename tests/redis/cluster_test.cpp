@@ -79,7 +79,7 @@ TEST(RedisCluster, SlotMigrationDuringARunIsFollowedThroughAskAndMoved) {
   // Before: ids 0..19 committed on the source.
   for (int i = 0; i < 20; ++i) {
     ASSERT_EQ(store->claim(claim(ids[i]))->status, ClaimStatus::kNew);
-    ASSERT_TRUE(store->commit(commit(ids[i])).is_ok());
+    ASSERT_TRUE(store->commit(commit(ids[i])).ok());
   }
 
   // During: the slot is migrating; ids 0..9 already moved.
@@ -101,10 +101,10 @@ TEST(RedisCluster, SlotMigrationDuringARunIsFollowedThroughAskAndMoved) {
       EXPECT_EQ(during[i]->result, std::optional<std::string>(ids[i])) << i;
     }
   }
-  for (int i = 20; i < 30; ++i) ASSERT_TRUE(store->commit(commit(ids[i])).is_ok()) << i;
+  for (int i = 20; i < 30; ++i) ASSERT_TRUE(store->commit(commit(ids[i])).ok()) << i;
   std::vector<CommitRequest> commits;
   for (int i = 30; i < 40; ++i) commits.push_back(commit(ids[i]));
-  for (const Status& s : store->commit_batch(commits)) EXPECT_TRUE(s.is_ok()) << s.to_string();
+  for (const Status& s : store->commit_batch(commits)) EXPECT_TRUE(s.ok()) << s.to_string();
   auto new_keys_went = dst->command({"CLUSTER", "COUNTKEYSINSLOT", slot_s});
   EXPECT_GE(new_keys_went->integer, 30) << "keys created during the migration live on the target (via ASK)";
 
@@ -133,11 +133,11 @@ TEST(RedisCluster, SlotMigrationDuringARunIsFollowedThroughAskAndMoved) {
     ASSERT_TRUE(after[i].ok()) << i << ": " << after[i].status().to_string();
     EXPECT_EQ(after[i]->status, i < 40 ? ClaimStatus::kCompleted : ClaimStatus::kNew) << i;
   }
-  for (int i = 40; i < 60; ++i) EXPECT_TRUE(store->commit(commit(ids[i])).is_ok());
+  for (int i = 40; i < 60; ++i) EXPECT_TRUE(store->commit(commit(ids[i])).ok());
   // A second store opened now reads the new map directly and agrees.
   auto fresh = open_or_die(o);
   for (int i = 0; i < 60; ++i) EXPECT_EQ(fresh->claim(claim(ids[i]))->status, ClaimStatus::kCompleted) << i;
-  ASSERT_TRUE(cluster->wait_ok(10'000).is_ok());
+  ASSERT_TRUE(cluster->wait_ok(10'000).ok());
 }
 
 TEST(RedisCluster, CommitThenClaimAcrossSlotsAndInOneSlot) {
@@ -153,12 +153,12 @@ TEST(RedisCluster, CommitThenClaimAcrossSlotsAndInOneSlot) {
   c.now = t0;
   c.ttl = Duration(60'000);
   auto r = store->commit_then_claim(c, {"b", "A", Duration(1000), std::nullopt, t0});
-  EXPECT_TRUE(r.commit.is_ok()) << r.commit.to_string();
+  EXPECT_TRUE(r.commit.ok()) << r.commit.to_string();
   ASSERT_TRUE(r.claim.ok()) << r.claim.status().to_string();
   EXPECT_EQ(r.claim->status, ClaimStatus::kNew);
   c.id = "b";
   auto same = store->commit_then_claim(c, {"b", "B", Duration(1000), std::nullopt, t0});
-  EXPECT_TRUE(same.commit.is_ok());
+  EXPECT_TRUE(same.commit.ok());
   EXPECT_EQ(same.claim->status, ClaimStatus::kCompleted) << "one slot: one script, commit first";
 }
 

@@ -72,7 +72,7 @@ class RedisClusterEntities : public ::testing::Test {
 TEST_F(RedisClusterEntities, InOrderMessagesOfAKeyCommitInItsSlot) {
   const std::string key = "order-{17}\0}"s;
   const TimePoint t0 = clock_.now();
-  ASSERT_TRUE(store_->buffer_put(put(key, 3, "m3", t0)).is_ok());
+  ASSERT_TRUE(store_->buffer_put(put(key, 3, "m3", t0)).ok());
   for (std::uint64_t v = 1; v <= 3; ++v) {
     const std::string id = "m" + std::to_string(v);
     auto c = store_->claim(claim(id, key, t0));
@@ -83,7 +83,7 @@ TEST_F(RedisClusterEntities, InOrderMessagesOfAKeyCommitInItsSlot) {
     std::optional<std::uint64_t> unbuffer;
     if (v == 3) unbuffer = 3;
     Status s = store_->commit(commit(id, t0, write(key, c->entity.revision, v, unbuffer)));
-    ASSERT_TRUE(s.is_ok()) << s.to_string();
+    ASSERT_TRUE(s.ok()) << s.to_string();
     auto dup = store_->claim(claim(id, key, t0));
     ASSERT_TRUE(dup.ok());
     EXPECT_EQ(dup->status, ClaimStatus::kCompleted);
@@ -116,8 +116,8 @@ TEST_F(RedisClusterEntities, SummaryAcrossSlotsAndStaleIndexMembersDropped) {
     slots.insert(key_slot(redis::detail::entity_keys(options_.prefix, keys[i]).record));
     // Older keys later in the list: the summary must sort by oldest_at.
     const TimePoint at = t0 - std::chrono::milliseconds(static_cast<int>(i) * 10);
-    ASSERT_TRUE(store_->buffer_put(put(keys[i], 5, "x" + keys[i], at)).is_ok());
-    ASSERT_TRUE(store_->buffer_put(put(keys[i], 7, "y" + keys[i], t0)).is_ok());
+    ASSERT_TRUE(store_->buffer_put(put(keys[i], 5, "x" + keys[i], at)).ok());
+    ASSERT_TRUE(store_->buffer_put(put(keys[i], 7, "y" + keys[i], t0)).ok());
   }
   EXPECT_GT(slots.size(), 1u);
   auto sum = store_->buffer_summary(3);
@@ -134,8 +134,8 @@ TEST_F(RedisClusterEntities, SummaryAcrossSlotsAndStaleIndexMembersDropped) {
 
   // Empty "f" and "e": their index members go stale and are dropped by the summary.
   for (const std::string k : {"f", "e"}) {
-    ASSERT_TRUE(store_->buffer_remove(k, 5).is_ok());
-    ASSERT_TRUE(store_->write_entity(write(k, 0, 7, 7)).is_ok());
+    ASSERT_TRUE(store_->buffer_remove(k, 5).ok());
+    ASSERT_TRUE(store_->write_entity(write(k, 0, 7, 7)).ok());
   }
   sum = store_->buffer_summary(3);
   ASSERT_TRUE(sum.ok());
@@ -156,11 +156,11 @@ TEST_F(RedisClusterEntities, TotalLimitHoldsSequentiallyAndPerKeyLimitUnderRaces
   const TimePoint t0 = clock_.now();
   BufferLimits small;
   small.total = 3;
-  for (int i = 0; i < 3; ++i) ASSERT_TRUE(store_->buffer_put(put("t" + std::to_string(i), 1, "m", t0, small)).is_ok());
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(store_->buffer_put(put("t" + std::to_string(i), 1, "m", t0, small)).ok());
   Status over = store_->buffer_put(put("t9", 1, "m", t0, small));
   EXPECT_EQ(over.code(), StatusCode::kResourceExhausted);
   EXPECT_NE(over.message().find("total=3"), std::string::npos) << over.to_string();
-  EXPECT_TRUE(store_->buffer_put(put("t0", 1, "m", t0, small)).is_ok()) << "a repeat stays idempotent when full";
+  EXPECT_TRUE(store_->buffer_put(put("t0", 1, "m", t0, small)).ok()) << "a repeat stays idempotent when full";
   EXPECT_EQ(store_->buffer_put(put("t0", 1, "other", t0, small)).code(), StatusCode::kFailedPrecondition);
   auto sum = store_->buffer_summary(0);
   ASSERT_TRUE(sum.ok());
@@ -176,7 +176,7 @@ TEST_F(RedisClusterEntities, TotalLimitHoldsSequentiallyAndPerKeyLimitUnderRaces
     threads.emplace_back([&, t] {
       sync.arrive_and_wait();
       for (int i = 0; i < 4; ++i) {
-        if (store_->buffer_put(put("hot", static_cast<std::uint64_t>(t * 10 + i + 1), "m", t0, per_key)).is_ok())
+        if (store_->buffer_put(put("hot", static_cast<std::uint64_t>(t * 10 + i + 1), "m", t0, per_key)).ok())
           ++stored;
       }
     });

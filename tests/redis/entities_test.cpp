@@ -100,10 +100,10 @@ class RedisEntities : public WithRedisServer {
 
 TEST_F(RedisEntities, KeysWithBracesAndTheirEscapesAreDistinctEntities) {
   for (const std::string& k : {"a}b"s, "a%7Db"s, "}"s, "%7D"s}) {
-    ASSERT_TRUE(store_->buffer_put(put(k, 1, "m-" + k)).is_ok()) << k;
+    ASSERT_TRUE(store_->buffer_put(put(k, 1, "m-" + k)).ok()) << k;
     auto rec = store_->read_entity(k);
     ASSERT_TRUE(rec.ok());
-    ASSERT_TRUE(store_->write_entity(write(k, rec->revision, 7)).is_ok());
+    ASSERT_TRUE(store_->write_entity(write(k, rec->revision, 7)).ok());
   }
   for (const std::string& k : {"a}b"s, "a%7Db"s, "}"s, "%7D"s}) {
     auto rec = store_->read_entity(k);
@@ -123,8 +123,8 @@ TEST_F(RedisEntities, KeysWithBracesAndTheirEscapesAreDistinctEntities) {
 }
 
 TEST_F(RedisEntities, CommitWithUnbufferMovesRecordEntryAndTotalsTogether) {
-  ASSERT_TRUE(store_->buffer_put(put("k", 2, "m2")).is_ok());
-  ASSERT_TRUE(store_->buffer_put(put("k", 3, "m3")).is_ok());
+  ASSERT_TRUE(store_->buffer_put(put("k", 2, "m2")).ok());
+  ASSERT_TRUE(store_->buffer_put(put("k", 3, "m3")).ok());
   ClaimRequest q{"m2", "A", Duration(10'000), std::nullopt, t0_, std::nullopt};
   q.entity_key = "k";
   auto granted = store_->claim(q);
@@ -147,7 +147,7 @@ TEST_F(RedisEntities, CommitWithUnbufferMovesRecordEntryAndTotalsTogether) {
   EXPECT_EQ((*info)->state, RecordState::kInProgress);
 
   c.entity = write("k", 0, 2, 2);
-  ASSERT_TRUE(store_->commit(c).is_ok());
+  ASSERT_TRUE(store_->commit(c).ok());
   sum = store_->buffer_summary(10);
   ASSERT_TRUE(sum.ok());
   EXPECT_EQ(sum->count, 1u);
@@ -162,7 +162,7 @@ TEST_F(RedisEntities, CommitWithUnbufferMovesRecordEntryAndTotalsTogether) {
   EXPECT_EQ(rec->version, 2u);
 
   // The last entry gone: the key leaves the index (standalone keeps it exact).
-  ASSERT_TRUE(store_->buffer_remove("k", 3).is_ok());
+  ASSERT_TRUE(store_->buffer_remove("k", 3).ok());
   auto z = server_->command({"ZCARD", redis::detail::buffer_index_key(options_.prefix)});
   ASSERT_TRUE(z.ok());
   EXPECT_EQ(z->integer, 0);
@@ -189,7 +189,7 @@ TEST_F(RedisEntities, ConcurrentPutsNeverExceedTheTotalOrPerKeyLimit) {
         const std::string key = "key-" + std::to_string(i % 10);  // 10 keys, 7 each at most
         const std::string id = "m-" + std::to_string(t) + "-" + std::to_string(i);
         Status s = store_->buffer_put(put(key, static_cast<std::uint64_t>(t * 1000 + i + 1), id, limits));
-        if (s.is_ok()) {
+        if (s.ok()) {
           ++stored;
         } else if (s.code() == StatusCode::kResourceExhausted) {
           ++refused;

@@ -175,9 +175,9 @@ TEST_F(RedisLookahead, TheKeptClaimIsReleasedByACallForAnotherIdByFlushAndByDest
 
   ASSERT_EQ(consumer->process(Msg{"d"}, Msg{"e"}).reason, Reason::kProcessed);
   ASSERT_TRUE(record("e").has_value());
-  EXPECT_TRUE(consumer->flush_lookahead().is_ok());
+  EXPECT_TRUE(consumer->flush_lookahead().ok());
   EXPECT_FALSE(record("e").has_value()) << "flush_lookahead released e";
-  EXPECT_TRUE(consumer->flush_lookahead().is_ok()) << "nothing kept: OK";
+  EXPECT_TRUE(consumer->flush_lookahead().ok()) << "nothing kept: OK";
 
   ASSERT_EQ(consumer->process(Msg{"h"}, Msg{"i"}).reason, Reason::kProcessed);
   ASSERT_TRUE(record("i").has_value());

@@ -150,7 +150,7 @@ TEST_F(RedisStandalone, CommitThenClaimAnswersLikeTheTwoCallsInOneRoundTrip) {
   const TimePoint t0 = clock_.now();
   ASSERT_EQ(store_->claim(claim("m1", "A", t0))->status, ClaimStatus::kNew);
   auto both = store_->commit_then_claim(commit("m1", "A", t0), claim("m2", "A", t0));
-  ASSERT_TRUE(both.commit.is_ok()) << both.commit.to_string() << " / " << both.claim.status().to_string();
+  ASSERT_TRUE(both.commit.ok()) << both.commit.to_string() << " / " << both.claim.status().to_string();
   ASSERT_TRUE(both.claim.ok()) << both.claim.status().to_string();
   EXPECT_EQ(both.claim->status, ClaimStatus::kNew);
   EXPECT_EQ(store_->claim(claim("m1", "B", t0))->status, ClaimStatus::kCompleted);
@@ -162,14 +162,14 @@ TEST_F(RedisStandalone, CommitThenClaimAnswersLikeTheTwoCallsInOneRoundTrip) {
   EXPECT_EQ(rejected.claim->status, ClaimStatus::kNew);
   // The next id already in progress elsewhere: the claim says so.
   auto held = store_->commit_then_claim(commit("m2", "A", t0), claim("m3", "A", t0));
-  EXPECT_TRUE(held.commit.is_ok());
+  EXPECT_TRUE(held.commit.ok());
   ASSERT_TRUE(held.claim.ok());
   EXPECT_EQ(held.claim->status, ClaimStatus::kInProgress);
   EXPECT_EQ(held.claim->owner, "B");
   // Committing and claiming the same id: the claim sees the commit.
   ASSERT_EQ(store_->claim(claim("m4", "A", t0))->status, ClaimStatus::kNew);
   auto same = store_->commit_then_claim(commit("m4", "A", t0), claim("m4", "C", t0));
-  EXPECT_TRUE(same.commit.is_ok());
+  EXPECT_TRUE(same.commit.ok());
   EXPECT_EQ(same.claim->status, ClaimStatus::kCompleted);
 }
 
@@ -195,7 +195,7 @@ TEST_F(RedisStandalone, KeyLayoutIsPrefixTagAndServerExpiryIsASafetyNet) {
   EXPECT_EQ(late->status, ClaimStatus::kNew);
 
   // Commit: the server keeps the key for ttl + slack.
-  ASSERT_TRUE(store_->commit(commit("abc", "B", t0 + lease_ + 1ms)).is_ok());
+  ASSERT_TRUE(store_->commit(commit("abc", "B", t0 + lease_ + 1ms)).ok());
   pttl = server_->command({"PTTL", store_->key_of("abc")});
   EXPECT_GT(pttl->integer, ttl_.count());
   EXPECT_LE(pttl->integer, ttl_.count() + options_.expiry_slack.count());
@@ -240,7 +240,7 @@ TEST_F(RedisStandalone, WaitForReplicasIsOptIn) {
   one.wait_timeout = Duration(2000);
   auto s = open_or_die(one);
   ASSERT_EQ(s->claim(claim("w", "A", t0))->status, ClaimStatus::kNew);
-  EXPECT_TRUE(s->commit(commit("w", "A", t0)).is_ok());
+  EXPECT_TRUE(s->commit(commit("w", "A", t0)).ok());
   auto on_replica = (*replica)->command({"GET", s->key_of("w")});
   auto on_master = server_->command({"GET", s->key_of("w")});
   ASSERT_TRUE(on_replica.ok() && on_master.ok());
@@ -258,7 +258,7 @@ TEST_F(RedisStandalone, WaitForReplicasIsOptIn) {
   std::vector<ClaimRequest> claims = {claim("w3", "A", t0), claim("w4", "A", t0)};
   ASSERT_TRUE(s->claim_batch(claims)[1].ok());
   std::vector<CommitRequest> commits = {commit("w3", "A", t0), commit("w4", "A", t0)};
-  for (const Status& st : s->commit_batch(commits)) EXPECT_TRUE(st.is_ok()) << st.to_string();
+  for (const Status& st : s->commit_batch(commits)) EXPECT_TRUE(st.ok()) << st.to_string();
 }
 
 TEST_F(RedisStandalone, ServerDownIsUnavailableFastAndTheStoreRecoversAfterARestart) {
@@ -277,7 +277,7 @@ TEST_F(RedisStandalone, ServerDownIsUnavailableFastAndTheStoreRecoversAfterARest
     EXPECT_EQ(b[1].status().code(), StatusCode::kUnavailable);
   }
   EXPECT_LT(std::chrono::steady_clock::now() - start, 3s) << "a down server fails calls fast";
-  ASSERT_TRUE(server_->restart().is_ok());
+  ASSERT_TRUE(server_->restart().ok());
   // Not persistent: the restarted server is empty. Within the reconnect backoff the
   // store connects again.
   StatusOr<ClaimResult> c = unavailable("not tried");
@@ -355,7 +355,7 @@ TEST(RedisRestart, EveryMessageIsProcessedExactlyOnceAcrossAServerCrash) {
       down = true;
     }
     if (down && during_outage == 40) {
-      ASSERT_TRUE((*server)->restart().is_ok());
+      ASSERT_TRUE((*server)->restart().ok());
       down = false;
       restarted = true;
     }

@@ -100,9 +100,9 @@ TEST(RocksdbEntities, KeyLayoutOnDisk) {
     auto store = open_ok(path);
     ASSERT_NE(store, nullptr);
     EXPECT_TRUE(store->capabilities().entities);
-    ASSERT_TRUE(store->write_entity(ew("ab", 0, 7, "open")).is_ok());
-    ASSERT_TRUE(store->buffer_put(put("ab", 258, "m\0"s, "msg")).is_ok());
-    ASSERT_TRUE(store->buffer_put(put("ab", 3, "m3", "")).is_ok());
+    ASSERT_TRUE(store->write_entity(ew("ab", 0, 7, "open")).ok());
+    ASSERT_TRUE(store->buffer_put(put("ab", 258, "m\0"s, "msg")).ok());
+    ASSERT_TRUE(store->buffer_put(put("ab", 3, "m3", "")).ok());
   }
   const auto entities = raw_read_all(path, "idem_entities");
   ASSERT_EQ(entities.size(), 1u);
@@ -130,7 +130,7 @@ TEST(RocksdbEntities, DatabaseFromBeforeEntitiesGetsTheirColumnFamiliesAdded) {
     auto store = open_ok(path);
     ASSERT_NE(store, nullptr);
     ASSERT_EQ(store->claim(claim_req("old", "A"))->status, ClaimStatus::kNew);
-    ASSERT_TRUE(store->commit(commit_req("old", "A", "r")).is_ok());
+    ASSERT_TRUE(store->commit(commit_req("old", "A", "r")).ok());
   }
   // What a layout-1 database written before entities looks like.
   drop_column_family(path, "idem_entities");
@@ -146,8 +146,8 @@ TEST(RocksdbEntities, DatabaseFromBeforeEntitiesGetsTheirColumnFamiliesAdded) {
     auto none = store->read_entity("k");
     ASSERT_TRUE(none.ok()) << none.status().to_string();
     EXPECT_EQ(none->revision, 0u);
-    ASSERT_TRUE(store->write_entity(ew("k", 0, 1)).is_ok());
-    ASSERT_TRUE(store->buffer_put(put("k", 3, "m3", "x")).is_ok());
+    ASSERT_TRUE(store->write_entity(ew("k", 0, 1)).ok());
+    ASSERT_TRUE(store->buffer_put(put("k", 3, "m3", "x")).ok());
   }
   EXPECT_EQ(column_families(path), (std::vector<std::string>{"default", "idem_buffer", "idem_done", "idem_entities",
                                                              "idem_meta", "idem_retries"}));
@@ -196,7 +196,7 @@ TEST(RocksdbEntities, BufferTotalsAreRebuiltAtOpen) {
     for (std::uint64_t v = 1; v <= 3; ++v) {
       const std::string id = "id-" + std::to_string(v);
       ASSERT_TRUE(
-          store->buffer_put(put("key-" + std::to_string(v % 2), v, id, std::string(v * 10, 'm'), limits)).is_ok());
+          store->buffer_put(put("key-" + std::to_string(v % 2), v, id, std::string(v * 10, 'm'), limits)).ok());
       bytes += 5 + id.size() + v * 10;
     }
   }
@@ -210,10 +210,10 @@ TEST(RocksdbEntities, BufferTotalsAreRebuiltAtOpen) {
   EXPECT_EQ(over.code(), StatusCode::kResourceExhausted) << "the reopened store knows it is full";
   // A commit that unbuffers makes room, and the totals follow.
   ASSERT_EQ(store->claim(claim_req("id-2", "A", "key-0"))->status, ClaimStatus::kNew);
-  ASSERT_TRUE(store->commit(commit_req("id-2", "A", std::nullopt, ew("key-0", 0, 2, std::nullopt, 2))).is_ok());
+  ASSERT_TRUE(store->commit(commit_req("id-2", "A", std::nullopt, ew("key-0", 0, 2, std::nullopt, 2))).ok());
   EXPECT_EQ(store->buffer_summary(0)->count, 2u);
   EXPECT_EQ(store->buffer_summary(0)->bytes, bytes - (5 + 4 + 20));
-  EXPECT_TRUE(store->buffer_put(put("key-9", 1, "x", "", limits)).is_ok());
+  EXPECT_TRUE(store->buffer_put(put("key-9", 1, "x", "", limits)).ok());
 }
 
 // A batch of puts whose write fails stores nothing and returns every reservation it
@@ -224,7 +224,7 @@ TEST(RocksdbEntities, AFailedBufferWriteReturnsItsReservations) {
   rocksdb::Options o;
   o.path = dir.sub("db");
   o.fault_hook = [&](std::string_view point) -> Status {
-    return fail && point == "rocksdb.buffer_put.write" ? unavailable("injected") : Status::ok();
+    return fail && point == "rocksdb.buffer_put.write" ? unavailable("injected") : ok_status();
   };
   auto opened = rocksdb::open(o);
   ASSERT_TRUE(opened.ok()) << opened.status().to_string();
@@ -236,7 +236,7 @@ TEST(RocksdbEntities, AFailedBufferWriteReturnsItsReservations) {
   EXPECT_EQ(store.buffer_summary(0)->bytes, 0u);
   EXPECT_TRUE(store.buffer_read("k", 10)->empty());
   fail = false;
-  for (const Status& s : store.buffer_put_batch(puts)) EXPECT_TRUE(s.is_ok()) << s.to_string();
+  for (const Status& s : store.buffer_put_batch(puts)) EXPECT_TRUE(s.ok()) << s.to_string();
   EXPECT_EQ(store.buffer_summary(0)->count, 2u);
   EXPECT_EQ(store.buffer_read("k", 10)->size(), 2u);
 }
@@ -259,7 +259,7 @@ TEST(RocksdbEntities, ConcurrentPutsNeverPassTheLimits) {
         const std::string key = "key-" + std::to_string(i % 4);
         const std::string id = "m-" + std::to_string(t) + "-" + std::to_string(i);
         Status s = store->buffer_put(put(key, static_cast<std::uint64_t>(t * 1000 + i + 1), id, "x", limits));
-        if (s.is_ok()) {
+        if (s.ok()) {
           stored.fetch_add(1);
         } else if (s.code() == StatusCode::kResourceExhausted) {
           exhausted.fetch_add(1);
@@ -286,7 +286,7 @@ TEST(RocksdbEntities, ConcurrentPutsNeverPassTheLimits) {
     threads.emplace_back([&, t] {
       for (int i = 0; i < 5; ++i) {
         const std::string key = "fresh-" + std::to_string(t) + "-" + std::to_string(i);
-        if (store->buffer_put(put(key, 1, "id", "x", limits)).is_ok()) more.fetch_add(1);
+        if (store->buffer_put(put(key, 1, "id", "x", limits)).ok()) more.fetch_add(1);
       }
     });
   }
@@ -306,8 +306,8 @@ TEST(RocksdbEntities, EntityCacheSizeFromTheUri) {
     // Each handle continues from what the previous one wrote, whatever its cache.
     auto before = (*store)->read_entity("k");
     ASSERT_TRUE(before.ok());
-    ASSERT_TRUE((*store)->write_entity(ew("k", before->revision, before->version + 1)).is_ok()) << cache;
-    ASSERT_TRUE((*store)->write_entity(ew("j", before->revision, std::nullopt)).is_ok()) << cache;
+    ASSERT_TRUE((*store)->write_entity(ew("k", before->revision, before->version + 1)).ok()) << cache;
+    ASSERT_TRUE((*store)->write_entity(ew("j", before->revision, std::nullopt)).ok()) << cache;
     EXPECT_EQ((*store)->read_entity("k")->revision, before->revision + 1);
   }
   auto bad = StoreUri::parse("rocksdb:" + path + "?entity_cache=many");
@@ -392,15 +392,15 @@ TEST(RocksdbEntities, ManyRemovedVersionsOfOneKey) {
           const std::string id = msg_id(old);
           ASSERT_EQ(store->claim(claim_req(id, "A", "k"))->status, ClaimStatus::kNew);
           ASSERT_TRUE(
-              store->commit(commit_req(id, "A", std::nullopt, ew("k", revision, old, std::nullopt, old))).is_ok());
+              store->commit(commit_req(id, "A", std::nullopt, ew("k", revision, old, std::nullopt, old))).ok());
           ++revision;
         } else {
-          ASSERT_TRUE(store->buffer_remove("k", old).is_ok()) << old;
+          ASSERT_TRUE(store->buffer_remove("k", old).ok()) << old;
         }
         live.erase(live.begin());
       }
-      ASSERT_TRUE(do_put(*store, v, kT0 + milliseconds(v)).is_ok()) << v;
-      ASSERT_TRUE(do_put(*store, v, kT0).is_ok()) << "the same entry again is a no-op";
+      ASSERT_TRUE(do_put(*store, v, kT0 + milliseconds(v)).ok()) << v;
+      ASSERT_TRUE(do_put(*store, v, kT0).ok()) << "the same entry again is a no-op";
       live.emplace(v, msg_id(v));
       auto first = store->buffer_read("k", 1);
       ASSERT_TRUE(first.ok());
@@ -410,9 +410,9 @@ TEST(RocksdbEntities, ManyRemovedVersionsOfOneKey) {
     }
     // Removed out of order: a gap among the live versions; removing again is OK.
     const std::uint64_t gap = std::next(live.begin())->first;
-    ASSERT_TRUE(store->buffer_remove("k", gap).is_ok());
-    ASSERT_TRUE(store->buffer_remove("k", gap).is_ok());
-    ASSERT_TRUE(store->buffer_remove("k", 5).is_ok()) << "long removed";
+    ASSERT_TRUE(store->buffer_remove("k", gap).ok());
+    ASSERT_TRUE(store->buffer_remove("k", gap).ok());
+    ASSERT_TRUE(store->buffer_remove("k", 5).ok()) << "long removed";
     live.erase(gap);
     expect_buffer_is(*store, "k", live, "after the gap");
     EXPECT_EQ(do_put(*store, live.begin()->first, kT0).code(), StatusCode::kOk);
@@ -447,11 +447,11 @@ TEST(RocksdbEntities, ManyRemovedVersionsOfOneKey) {
   const std::uint64_t low = live.begin()->first;
   ASSERT_EQ(store->claim(claim_req(msg_id(low), "B", "k"))->status, ClaimStatus::kNew);
   ASSERT_TRUE(
-      store->commit(commit_req(msg_id(low), "B", std::nullopt, ew("k", revision, low, std::nullopt, low))).is_ok());
+      store->commit(commit_req(msg_id(low), "B", std::nullopt, ew("k", revision, low, std::nullopt, low))).ok());
   live.erase(low);
   expect_buffer_is(*store, "k", live, "after a commit on the reopened store");
   while (!live.empty()) {
-    ASSERT_TRUE(store->buffer_remove("k", live.rbegin()->first).is_ok());
+    ASSERT_TRUE(store->buffer_remove("k", live.rbegin()->first).ok());
     live.erase(std::prev(live.end()));
   }
   expect_buffer_is(*store, "k", live, "all removed");
@@ -471,10 +471,10 @@ TEST(RocksdbEntities, ManyRemovedVersionsOfOneKey) {
   for (std::uint32_t n = 0;; ++n) {
     const std::string id = "c-" + std::to_string(n);
     const std::string state = "s-" + std::to_string(n);
-    if (!store.buffer_put(put("k", n + 1, id, std::string(64, 'p'))).is_ok()) ::_exit(4);
+    if (!store.buffer_put(put("k", n + 1, id, std::string(64, 'p'))).ok()) ::_exit(4);
     auto c = store.claim(claim_req(id, "child", "k"));
     if (!c.ok() || c->status != ClaimStatus::kNew || c->entity.revision != revision) ::_exit(5);
-    if (!store.commit(commit_req(id, "child", state, ew("k", revision, n + 1, state, n + 1))).is_ok()) ::_exit(6);
+    if (!store.commit(commit_req(id, "child", state, ew("k", revision, n + 1, state, n + 1))).ok()) ::_exit(6);
     ++revision;
     if (::write(fd, &n, sizeof n) != sizeof n) ::_exit(7);
   }

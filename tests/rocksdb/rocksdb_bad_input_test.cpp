@@ -57,7 +57,7 @@ TEST(RocksdbBadInput, DatabaseLockedByAnotherProcess) {
   ASSERT_GE(child, 0);
   if (child == 0) {
     auto s = rocksdb::open({.path = path});
-    char c = s.ok() && commit_one(**s, "held").is_ok() ? 'y' : 'n';
+    char c = s.ok() && commit_one(**s, "held").ok() ? 'y' : 'n';
     (void)!::write(ready[1], &c, 1);
     (void)!::read(go[0], &c, 1);  // hold the database until the parent says
     ::_exit(0);
@@ -106,7 +106,7 @@ TEST(RocksdbBadInput, ReadOnlyDirectory) {
   {
     auto s = rocksdb::open({.path = existing});
     ASSERT_TRUE(s.ok()) << s.status().to_string();
-    ASSERT_TRUE(commit_one(**s, "kept").is_ok());
+    ASSERT_TRUE(commit_one(**s, "kept").ok());
   }
   // World-readable, nobody may write: the parent and the existing database.
   fs::permissions(dir.str(), fs::perms::owner_all | fs::perms::others_read | fs::perms::others_exec |
@@ -166,7 +166,7 @@ TEST(RocksdbBadInput, NewerOrUnknownLayoutVersion) {
   {
     auto s = rocksdb::open({.path = path});
     ASSERT_TRUE(s.ok());
-    ASSERT_TRUE(commit_one(**s, "kept").is_ok());
+    ASSERT_TRUE(commit_one(**s, "kept").ok());
   }
   set_layout(path, "idem.rocksdb/99");
   auto newer = rocksdb::open({.path = path});
@@ -189,7 +189,7 @@ TEST(RocksdbBadInput, CorruptRecordIsDataLossForThatIdOnly) {
   {
     auto s = rocksdb::open({.path = path});
     ASSERT_TRUE(s.ok());
-    ASSERT_TRUE(commit_one(**s, "good").is_ok());
+    ASSERT_TRUE(commit_one(**s, "good").ok());
   }
   {
     std::vector<std::string> names;

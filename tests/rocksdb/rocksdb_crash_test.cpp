@@ -42,8 +42,8 @@ struct Msg {
     rocksdb::Batch* b = rocksdb::batch(ctx);
     if (b == nullptr) return HandlerResult::fail("no batch");
     const std::string n = m.id.substr(2);
-    if (!b->put("state", "s-" + n, std::string(100, 'v')).is_ok()) return HandlerResult::fail("put");
-    if (!b->put("state", "t-" + n, n).is_ok()) return HandlerResult::fail("put");
+    if (!b->put("state", "s-" + n, std::string(100, 'v')).ok()) return HandlerResult::fail("put");
+    if (!b->put("state", "t-" + n, n).ok()) return HandlerResult::fail("put");
     return HandlerResult::ok("r" + n);
   });
   if (!consumer.ok()) ::_exit(4);
@@ -66,7 +66,7 @@ struct Msg {
       batch.push_back({ids[j], "A", std::nullopt, t0, Duration(3'600'000), std::string_view("r")});
     }
     for (const Status& s : (*store)->commit_batch(batch))
-      if (!s.is_ok()) ::_exit(5);
+      if (!s.ok()) ::_exit(5);
     if (::write(fd, &b, sizeof b) != sizeof b) ::_exit(6);
   }
 }

@@ -54,7 +54,7 @@ TEST(RocksdbTransactional, HandlerWritesLandWithTheRecordOrNotAtAll) {
   bool fail_next_commit = false;
   o.fault_hook = [&](std::string_view point) -> Status {
     if (fail_next_commit && point == "rocksdb.commit.write") return unavailable("injected");
-    return Status::ok();
+    return ok_status();
   };
   {
     auto store = open_ok(o);
@@ -71,8 +71,8 @@ TEST(RocksdbTransactional, HandlerWritesLandWithTheRecordOrNotAtAll) {
       if (b == nullptr) return HandlerResult::fail("no batch");
       handler_errors.push_back(b->put("idem_done", m.id, "x"));
       handler_errors.push_back(b->put("nope", m.id, "x"));
-      if (Status s = b->put("orders", m.id, m.item); !s.is_ok()) return HandlerResult::fail(s.to_string());
-      if (Status s = b->put("default", "last", m.id); !s.is_ok()) return HandlerResult::fail(s.to_string());
+      if (Status s = b->put("orders", m.id, m.item); !s.ok()) return HandlerResult::fail(s.to_string());
+      if (Status s = b->put("default", "last", m.id); !s.ok()) return HandlerResult::fail(s.to_string());
       EXPECT_EQ(b->size(), 2u);
       auto own = b->get("orders", m.id);
       EXPECT_TRUE(own.ok());
@@ -135,7 +135,7 @@ TEST(RocksdbExpiry, CompactionDropsExpiredRecordsAndReadsIgnoreThemBefore) {
         const std::string id = kind + std::to_string(i);
         ASSERT_EQ(store->claim({id, "A", kLease, std::nullopt, t0})->status, ClaimStatus::kNew);
         CommitRequest c{id, "A", std::nullopt, t0, kind[0] == 's' ? milliseconds(1000) : kTtl, std::nullopt};
-        ASSERT_TRUE(store->commit(c).is_ok());
+        ASSERT_TRUE(store->commit(c).ok());
       }
     }
     const TimePoint t1 = t0 + milliseconds(2000);
@@ -159,7 +159,7 @@ TEST(RocksdbExpiry, CompactionUsesTheStoresTimeNotTheWallClock) {
   ASSERT_NE(store, nullptr);
   // A record that expired long ago by the wall clock but not by the store's time.
   const TimePoint past = from_unix_ms(1'000'000);
-  ASSERT_TRUE(store->commit({"old", "A", std::nullopt, past, milliseconds(1000), std::nullopt}).is_ok());
+  ASSERT_TRUE(store->commit({"old", "A", std::nullopt, past, milliseconds(1000), std::nullopt}).ok());
   auto report = rocksdb::compact(*store, past + milliseconds(500));
   ASSERT_TRUE(report.ok());
   EXPECT_EQ(report->dropped, 0u);
@@ -181,7 +181,7 @@ TEST(RocksdbConcurrency, MixedSingleAndBatchClaimsHaveExactlyOneWinner) {
   std::vector<std::string> ids;
   for (int i = 0; i < kIds; ++i) ids.push_back("id-" + std::to_string(i));
   // Some ids were committed before: nobody may win them.
-  for (int i = 0; i < kIds; i += 10) ASSERT_TRUE(store->commit({ids[i], "seed", std::nullopt, t0, kTtl, "r"}).is_ok());
+  for (int i = 0; i < kIds; i += 10) ASSERT_TRUE(store->commit({ids[i], "seed", std::nullopt, t0, kTtl, "r"}).ok());
   std::vector<std::atomic<int>> winners(kIds);
   std::atomic<int> errors{0}, completed{0};
   std::barrier start(kThreads);
@@ -273,13 +273,13 @@ TEST(RocksdbFrontHooks, ClaimKnownAbsentSkipsReadsButNotLeases) {
   ASSERT_TRUE(b.ok());
   EXPECT_EQ(b->status, ClaimStatus::kInProgress);
   EXPECT_EQ(b->owner, "A");
-  ASSERT_TRUE(store->commit({"x", "A", std::nullopt, t0, kTtl, std::nullopt}).is_ok());
+  ASSERT_TRUE(store->commit({"x", "A", std::nullopt, t0, kTtl, std::nullopt}).ok());
   ASSERT_TRUE(store->release({"y", "A", true, t0, kTtl}).ok());
   std::set<std::string> seen;
   ASSERT_TRUE(rocksdb::for_each_record(*store, [&](std::string_view id, TimePoint exp) {
                 EXPECT_EQ(exp, t0 + kTtl);
                 seen.insert(std::string(id));
-              }).is_ok());
+              }).ok());
   EXPECT_EQ(seen, (std::set<std::string>{"x", "y"}));
 
   auto memory = open_store("memory:");
@@ -312,7 +312,7 @@ TEST(RocksdbFrontHooks, ClaimKnownAbsentBatchKeepsOrderAndLeases) {
   // The leases it took are ordinary leases: commits by their owners land.
   const std::vector<CommitRequest> cs = {{"a", "A", std::nullopt, t0, kTtl, std::nullopt},
                                          {"b", "A", std::nullopt, t0, kTtl, std::nullopt}};
-  for (const Status& s : store->commit_batch(cs)) EXPECT_TRUE(s.is_ok()) << s.to_string();
+  for (const Status& s : store->commit_batch(cs)) EXPECT_TRUE(s.ok()) << s.to_string();
   EXPECT_EQ(store->claim({"a", "C", kLease, std::nullopt, t0})->status, ClaimStatus::kCompleted);
 
   auto memory = open_store("memory:");
@@ -330,7 +330,7 @@ TEST(RocksdbUri, OpensThroughOpenStoreAndRejectsUnknownParameters) {
     auto s = open_store("rocksdb:" + path + "?sync=true&bloom_bits=12&block_cache_mib=8&cf=orders,users");
     ASSERT_TRUE(s.ok()) << s.status().to_string();
     EXPECT_TRUE((*s)->capabilities().durable);
-    ASSERT_TRUE((*s)->commit({"kept", "A", std::nullopt, t0, kTtl, "r"}).is_ok());
+    ASSERT_TRUE((*s)->commit({"kept", "A", std::nullopt, t0, kTtl, "r"}).ok());
   }
   {
     auto s = open_store("rocksdb:" + path);

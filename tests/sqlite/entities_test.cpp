@@ -78,8 +78,8 @@ TEST(SqliteEntitySchema, AVersion1FileIsUpgradedAndKeepsItsRecords) {
     ASSERT_TRUE(retry.ok() && retry->has_value());
     EXPECT_EQ((*retry)->retries, 2u);
     // The new tables work at once.
-    ASSERT_TRUE(store->write_entity(ew("k", 0, 1, "s"sv)).is_ok());
-    ASSERT_TRUE(store->buffer_put(bp("k", 3, "m3", "three", t0())).is_ok());
+    ASSERT_TRUE(store->write_entity(ew("k", 0, 1, "s"sv)).ok());
+    ASSERT_TRUE(store->buffer_put(bp("k", 3, "m3", "three", t0())).ok());
   }
   EXPECT_EQ(version_of(path), std::to_string(kSchemaVersion));
   EXPECT_EQ(kSchemaVersion, 2);
@@ -153,7 +153,7 @@ class SqliteEntities : public ::testing::TestWithParam<LeaseMode> {
   Options opts() {
     Options o = options_for(dir_.file("idem.db"), GetParam());
     o.fault_hook = [this](std::string_view point) -> Status {
-      return point == fail_at_ ? unavailable("injected at " + fail_at_) : Status::ok();
+      return point == fail_at_ ? unavailable("injected at " + fail_at_) : ok_status();
     };
     return o;
   }
@@ -189,20 +189,20 @@ class SqliteEntities : public ::testing::TestWithParam<LeaseMode> {
 
 TEST_P(SqliteEntities, TheTotalsRowFollowsEveryChangeOfTheBuffer) {
   const TimePoint t = t0();
-  ASSERT_TRUE(store_->buffer_put(bp("k", 2, "m2", "two", t)).is_ok());
-  ASSERT_TRUE(store_->buffer_put(bp("k", 3, "m3", std::string(300, 'x'), t)).is_ok());
-  ASSERT_TRUE(store_->buffer_put(bp("j\0"s, 7, "j7", "", t)).is_ok());
-  ASSERT_TRUE(store_->buffer_put(bp("k", 2, "m2", "two", t)).is_ok());  // a repeat adds nothing
+  ASSERT_TRUE(store_->buffer_put(bp("k", 2, "m2", "two", t)).ok());
+  ASSERT_TRUE(store_->buffer_put(bp("k", 3, "m3", std::string(300, 'x'), t)).ok());
+  ASSERT_TRUE(store_->buffer_put(bp("j\0"s, 7, "j7", "", t)).ok());
+  ASSERT_TRUE(store_->buffer_put(bp("k", 2, "m2", "two", t)).ok());  // a repeat adds nothing
   auto [totals, actual] = totals_and_actual();
   EXPECT_EQ(totals, actual);
   EXPECT_EQ(totals, "3/" + std::to_string((1 + 2 + 3) + (1 + 2 + 300) + (2 + 2 + 0)));
 
-  ASSERT_TRUE(store_->buffer_remove("k", 3).is_ok());
-  ASSERT_TRUE(store_->buffer_remove("k", 3).is_ok());
+  ASSERT_TRUE(store_->buffer_remove("k", 3).ok());
+  ASSERT_TRUE(store_->buffer_remove("k", 3).ok());
   ASSERT_TRUE(store_->claim(claim_req("m2", "w", t)).ok());
   CommitRequest c = commit_req("m2", "w", t);
   c.entity = ew("k", 0, 2, std::nullopt, 2);
-  ASSERT_TRUE(store_->commit(c).is_ok());
+  ASSERT_TRUE(store_->commit(c).ok());
   // A failed commit with unbuffer leaves the totals as they were.
   ASSERT_TRUE(store_->claim(claim_req("j7", "w", t)).ok());
   CommitRequest stale = commit_req("j7", "w", t);
@@ -230,7 +230,7 @@ TEST_P(SqliteEntities, LimitsAreCheckedAgainstTheTotalsRow) {
   EXPECT_EQ(s.code(), StatusCode::kResourceExhausted) << s.to_string();
   EXPECT_THAT(s.message(), HasSubstr("total=10"));
   limits.total = 11;
-  EXPECT_TRUE(store_->buffer_put(bp("k", 1, "m1", "x", t0(), limits)).is_ok());
+  EXPECT_TRUE(store_->buffer_put(bp("k", 1, "m1", "x", t0(), limits)).ok());
   EXPECT_EQ(query_closed("SELECT count || '/' || bytes FROM idem_buffer_totals"), "11/9");
 }
 
@@ -238,11 +238,11 @@ TEST_P(SqliteEntities, PerKeyLimitCountsOnlyThatKeysRange) {
   BufferLimits limits;
   limits.per_key = 3;
   for (std::uint64_t v = 1; v <= 3; ++v)
-    ASSERT_TRUE(store_->buffer_put(bp("a", v, "a" + std::to_string(v), "", t0(), limits)).is_ok());
+    ASSERT_TRUE(store_->buffer_put(bp("a", v, "a" + std::to_string(v), "", t0(), limits)).ok());
   // Neighbouring keys in the primary key's order do not count.
   for (const std::string& key : {"a\0"s, "`"s, "b"s}) {
     for (std::uint64_t v = 1; v <= 3; ++v)
-      ASSERT_TRUE(store_->buffer_put(bp(key, v, "x" + std::to_string(v), "", t0(), limits)).is_ok()) << key;
+      ASSERT_TRUE(store_->buffer_put(bp(key, v, "x" + std::to_string(v), "", t0(), limits)).ok()) << key;
   }
   Status s = store_->buffer_put(bp("a", 4, "a4", "", t0(), limits));
   EXPECT_EQ(s.code(), StatusCode::kResourceExhausted) << s.to_string();
@@ -257,7 +257,7 @@ TEST_P(SqliteEntities, VersionsAbove2Pow63KeepTheirOrderAndValue) {
   constexpr std::uint64_t kTop = std::numeric_limits<std::uint64_t>::max();
   constexpr std::uint64_t kHalf = std::uint64_t{1} << 63;
   for (const std::uint64_t v : {kTop, kHalf, std::uint64_t{5}, kHalf - 1, kHalf + 1, std::uint64_t{1}})
-    ASSERT_TRUE(store_->buffer_put(bp("k", v, "m" + std::to_string(v), "", t0())).is_ok()) << v;
+    ASSERT_TRUE(store_->buffer_put(bp("k", v, "m" + std::to_string(v), "", t0())).ok()) << v;
   EXPECT_EQ(versions(*store_, "k"), (std::vector<std::uint64_t>{1, 5, kHalf - 1, kHalf, kHalf + 1, kTop}));
   auto first4 = store_->buffer_read("k", 4);
   ASSERT_TRUE(first4.ok());
@@ -265,16 +265,16 @@ TEST_P(SqliteEntities, VersionsAbove2Pow63KeepTheirOrderAndValue) {
   EXPECT_EQ(first4->back().version, kHalf);
   EXPECT_EQ(first4->back().id, "m" + std::to_string(kHalf));
 
-  ASSERT_TRUE(store_->buffer_put(bp("high", kTop, "t", "", t0())).is_ok());
-  ASSERT_TRUE(store_->buffer_put(bp("high", kHalf + 7, "h", "", t0())).is_ok());
+  ASSERT_TRUE(store_->buffer_put(bp("high", kTop, "t", "", t0())).ok());
+  ASSERT_TRUE(store_->buffer_put(bp("high", kHalf + 7, "h", "", t0())).ok());
   auto sum = store_->buffer_summary(10);
   ASSERT_TRUE(sum.ok());
   ASSERT_EQ(sum->keys.size(), 2u);
   for (const auto& k : sum->keys) EXPECT_EQ(k.lowest_version, k.key == "k" ? 1u : kHalf + 7) << k.key;
 
-  ASSERT_TRUE(store_->write_entity(ew("e", 0, kTop)).is_ok());
+  ASSERT_TRUE(store_->write_entity(ew("e", 0, kTop)).ok());
   EXPECT_EQ(store_->read_entity("e")->version, kTop);
-  ASSERT_TRUE(store_->buffer_remove("k", kTop).is_ok());
+  ASSERT_TRUE(store_->buffer_remove("k", kTop).ok());
   EXPECT_EQ(versions(*store_, "k").back(), kHalf + 1);
 }
 
@@ -282,13 +282,13 @@ TEST_P(SqliteEntities, VersionsAbove2Pow63KeepTheirOrderAndValue) {
 
 TEST_P(SqliteEntities, AbortedCommitInsideBeginRollsBackTheHandlersWritesToo) {
   const TimePoint t = t0();
-  ASSERT_TRUE(store_->write_entity(ew("k", 0, 1)).is_ok());
+  ASSERT_TRUE(store_->write_entity(ew("k", 0, 1)).ok());
   ASSERT_TRUE(store_->claim(claim_req("m", "w", t)).ok());
   {
     auto tx = store_->begin(t);
     ASSERT_TRUE(tx.ok()) << tx.status().to_string();
     // A store call from the transaction's thread joins it, as a handler's write would.
-    ASSERT_TRUE(store_->buffer_put(bp("k", 9, "m9", "inside", t)).is_ok());
+    ASSERT_TRUE(store_->buffer_put(bp("k", 9, "m9", "inside", t)).ok());
     CommitRequest c = commit_req("m", "w", t, "r"sv);
     c.entity = ew("k", 0, 2);
     EXPECT_EQ((*tx)->commit(c).code(), StatusCode::kAborted);
@@ -302,10 +302,10 @@ TEST_P(SqliteEntities, AbortedCommitInsideBeginRollsBackTheHandlersWritesToo) {
   {
     auto tx = store_->begin(t);
     ASSERT_TRUE(tx.ok());
-    ASSERT_TRUE(store_->buffer_put(bp("k", 9, "m9", "inside", t)).is_ok());
+    ASSERT_TRUE(store_->buffer_put(bp("k", 9, "m9", "inside", t)).ok());
     CommitRequest c = commit_req("m", "w", t, "r"sv);
     c.entity = ew("k", 1, 2);
-    ASSERT_TRUE((*tx)->commit(c).is_ok());
+    ASSERT_TRUE((*tx)->commit(c).ok());
   }
   reopen();
   EXPECT_EQ(versions(*store_, "k"), std::vector<std::uint64_t>{9});
@@ -315,7 +315,7 @@ TEST_P(SqliteEntities, AbortedCommitInsideBeginRollsBackTheHandlersWritesToo) {
 
 TEST_P(SqliteEntities, FaultAfterTheEntityWriteRollsBackRecordEntityAndUnbuffer) {
   const TimePoint t = t0();
-  ASSERT_TRUE(store_->buffer_put(bp("k", 1, "m1", "one", t)).is_ok());
+  ASSERT_TRUE(store_->buffer_put(bp("k", 1, "m1", "one", t)).ok());
   ASSERT_TRUE(store_->claim(claim_req("m1", "w", t)).ok());
   CommitRequest c = commit_req("m1", "w", t, "r"sv);
   c.entity = ew("k", 0, 1, "s"sv, 1);
@@ -328,7 +328,7 @@ TEST_P(SqliteEntities, FaultAfterTheEntityWriteRollsBackRecordEntityAndUnbuffer)
   // The lease is kept: in the file with leases=shared, else gone with the process.
   EXPECT_EQ(store_->claim(claim_req("m1", "w", t))->status,
             GetParam() == LeaseMode::kShared ? ClaimStatus::kInProgress : ClaimStatus::kNew);
-  ASSERT_TRUE(store_->commit(c).is_ok());
+  ASSERT_TRUE(store_->commit(c).ok());
   EXPECT_EQ(store_->read_entity("k")->revision, 1u);
   EXPECT_TRUE(versions(*store_, "k").empty());
 }
@@ -354,14 +354,14 @@ TEST(SqliteEntityCrash, EntityWritesAndDedupRecordsSurviveSigkillTogether) {
     // buffered before.
     for (std::uint64_t i = 1;; ++i) {
       const std::string id = "m-" + std::to_string(i);
-      if (!store.buffer_put(bp("e", i, id, "payload", t0())).is_ok()) ::_exit(2);
+      if (!store.buffer_put(bp("e", i, id, "payload", t0())).ok()) ::_exit(2);
       ClaimRequest q = claim_req(id, "child", t0());
       q.entity_key = "e";
       auto c = store.claim(q);
       if (!c.ok() || c->status != ClaimStatus::kNew || c->entity.version != i - 1) ::_exit(3);
       CommitRequest commit = commit_req(id, "child", t0());
       commit.entity = ew("e", c->entity.revision, i, std::nullopt, i);
-      if (!store.commit(commit).is_ok()) ::_exit(4);
+      if (!store.commit(commit).ok()) ::_exit(4);
       write_all(fds[1], "+");  // reported only after the commit returned
     }
   }

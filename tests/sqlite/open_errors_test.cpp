@@ -113,7 +113,7 @@ TEST(SqliteOpen, UsersOwnTablesAreKeptAndTolerated) {
     auto store = open_ok(options_for(path));
     ASSERT_NE(store, nullptr);
     ASSERT_TRUE(store->claim(claim_req("m1", "w", t0())).ok());
-    ASSERT_TRUE(store->commit(commit_req("m1", "w", t0())).is_ok());
+    ASSERT_TRUE(store->commit(commit_req("m1", "w", t0())).ok());
   }
   EXPECT_EQ(raw_query(path, "SELECT qty FROM orders WHERE id = 'a'"), "3");
   auto again = open_ok(options_for(path));

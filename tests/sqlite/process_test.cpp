@@ -43,7 +43,7 @@ TEST(SqliteCrash, CommittedIdsSurviveSigkill) {
       const std::string id = "crash-" + std::to_string(i);
       auto c = (*s)->claim(claim_req(id, "child", t0()));
       if (!c.ok() || c->status != ClaimStatus::kNew) ::_exit(2);
-      if (!(*s)->commit(commit_req(id, "child", t0(), "r" + std::to_string(i))).is_ok()) ::_exit(3);
+      if (!(*s)->commit(commit_req(id, "child", t0(), "r" + std::to_string(i))).ok()) ::_exit(3);
       write_all(fds[1], id + "\n");  // reported only after the commit returned
     }
   }
@@ -75,7 +75,7 @@ TEST(SqliteCrash, CommittedIdsSurviveSigkill) {
   }
   // The store goes on working on the recovered file.
   EXPECT_EQ(store->claim(claim_req("after-crash", "parent", t0()))->status, ClaimStatus::kNew);
-  EXPECT_TRUE(store->commit(commit_req("after-crash", "parent", t0())).is_ok());
+  EXPECT_TRUE(store->commit(commit_req("after-crash", "parent", t0())).ok());
 }
 
 // Two processes race on the same ids with shared leases.
@@ -113,7 +113,7 @@ TEST(SqliteShared, TwoProcessesGetExactlyOneWinnerPerId) {
         if (!r.ok()) ::_exit(2);
         if (r->status != ClaimStatus::kNew) continue;
         Status st = (*s)->commit(commit_req(id, owner, t0(), owner));
-        if (!st.is_ok()) ::_exit(3);
+        if (!st.ok()) ::_exit(3);
         wins += id + "\n";
       }
       write_all(out[1], wins);

@@ -41,7 +41,7 @@ class SqlitePurge : public ::testing::TestWithParam<LeaseMode> {
       commits.push_back(commit_req(id, "w", t0()));
       commits.back().ttl = ttl;
     }
-    for (const auto& s : store_->commit_batch(commits)) ASSERT_TRUE(s.is_ok()) << s.to_string();
+    for (const auto& s : store_->commit_batch(commits)) ASSERT_TRUE(s.ok()) << s.to_string();
   }
   bool live(const std::string& id, TimePoint now) {
     auto info = store_->inspect(id, now);
@@ -157,7 +157,7 @@ TEST(SqliteSchema, AFileWithTheOldExpiryIndexOpensAndLosesTheIndex) {
     auto store = open_ok(options_for(path));
     ASSERT_NE(store, nullptr);
     ASSERT_EQ(store->claim(claim_req("kept", "w", t0())).value().status, ClaimStatus::kNew);
-    ASSERT_TRUE(store->commit(commit_req("kept", "w", t0(), "r")).is_ok());
+    ASSERT_TRUE(store->commit(commit_req("kept", "w", t0(), "r")).ok());
   }
   EXPECT_EQ(raw_query(path, "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND tbl_name = 'idem_records'"
                             " AND sql IS NOT NULL"),

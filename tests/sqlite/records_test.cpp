@@ -20,7 +20,7 @@ class SqliteRecords : public ::testing::TestWithParam<LeaseMode> {
     Options o = options_for(dir_.file("idem.db"), GetParam());
     o.fault_hook = [this](std::string_view point) -> Status {
       seen_.emplace_back(point);
-      return point == fail_at_ ? unavailable("injected at " + fail_at_) : Status::ok();
+      return point == fail_at_ ? unavailable("injected at " + fail_at_) : ok_status();
     };
     return o;
   }
@@ -58,7 +58,7 @@ TEST_P(SqliteRecords, BinaryIdsAreDistinctAndExact) {
   const std::string long_id(512, '\xc3');
   for (const auto& id : {with_nul, bad_utf8, long_id}) {
     ASSERT_EQ(claim_status(id, "w", t0()), ClaimStatus::kNew);
-    ASSERT_TRUE(store_->commit(commit_req(id, "w", t0(), std::string_view("r\0s", 3))).is_ok());
+    ASSERT_TRUE(store_->commit(commit_req(id, "w", t0(), std::string_view("r\0s", 3))).ok());
   }
   reopen();
   for (const auto& id : {with_nul, bad_utf8, long_id}) {
@@ -86,9 +86,9 @@ TEST_P(SqliteRecords, CommittedRecordsSurviveReopenUntilTheirTtl) {
   ASSERT_EQ(claim_status("order-1", "w", t0()), ClaimStatus::kNew);
   CommitRequest c = commit_req("order-1", "w", t0(), "receipt-1");
   c.fingerprint = 42;
-  ASSERT_TRUE(store_->commit(c).is_ok());
+  ASSERT_TRUE(store_->commit(c).ok());
   ASSERT_EQ(claim_status("order-2", "w", t0()), ClaimStatus::kNew);
-  ASSERT_TRUE(store_->commit(commit_req("order-2", "w", t0(), std::nullopt, Outcome::kDeadLettered)).is_ok());
+  ASSERT_TRUE(store_->commit(commit_req("order-2", "w", t0(), std::nullopt, Outcome::kDeadLettered)).ok());
   reopen();
   auto one = store_->claim(claim_req("order-1", "other", t0() + 10s, 42));
   ASSERT_TRUE(one.ok());
@@ -115,7 +115,7 @@ TEST_P(SqliteRecords, RetryCountsSurviveReopenAndClearOnCommit) {
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->status, ClaimStatus::kNew);
   EXPECT_EQ(c->retries, 2u);
-  ASSERT_TRUE(store_->commit(commit_req("m", "w", t0() + 1s)).is_ok());
+  ASSERT_TRUE(store_->commit(commit_req("m", "w", t0() + 1s)).ok());
   auto info = store_->inspect("m", t0() + 1s);
   ASSERT_TRUE(info.ok() && info->has_value());
   EXPECT_EQ((*info)->retries, 0u);
@@ -132,11 +132,11 @@ TEST_P(SqliteRecords, LeasesInProgressAndExpiry) {
   EXPECT_EQ(other->owner, "a");
   EXPECT_EQ(other->lease_left, Duration(9'000));
   EXPECT_EQ(store_->commit(commit_req("m", "b", t0() + 1s)).code(), StatusCode::kFailedPrecondition);
-  EXPECT_TRUE(store_->extend({"m", "a", Duration(20'000), t0() + 5s, std::nullopt}).is_ok());
+  EXPECT_TRUE(store_->extend({"m", "a", Duration(20'000), t0() + 5s, std::nullopt}).ok());
   EXPECT_EQ(store_->extend({"m", "b", Duration(20'000), t0() + 5s, std::nullopt}).code(), StatusCode::kFailedPrecondition);
   EXPECT_EQ(claim_status("m", "b", t0() + 20s), ClaimStatus::kInProgress);
   EXPECT_EQ(claim_status("m", "b", t0() + 26s), ClaimStatus::kNew);
-  EXPECT_TRUE(store_->commit(commit_req("m", "b", t0() + 27s)).is_ok());
+  EXPECT_TRUE(store_->commit(commit_req("m", "b", t0() + 27s)).ok());
   EXPECT_EQ(store_->commit(commit_req("m", "b", t0() + 27s)).code(), StatusCode::kFailedPrecondition);
 }
 
@@ -147,7 +147,7 @@ TEST_P(SqliteRecords, PurgeIsBoundedAndRemovesOnlyExpired) {
     ASSERT_EQ(claim_status(ids[i], "w", t0()), ClaimStatus::kNew);
     CommitRequest c = commit_req(ids[i], "w", t0());
     c.ttl = Duration(i < 20 ? 1000 : 100'000);
-    ASSERT_TRUE(store_->commit(c).is_ok());
+    ASSERT_TRUE(store_->commit(c).ok());
   }
   EXPECT_EQ(store_->purge_expired(t0() + 500ms, 100).value(), 0u);
   EXPECT_EQ(store_->purge_expired(t0() + 2s, 7).value(), 7u);
@@ -189,7 +189,7 @@ TEST_P(SqliteRecords, CommitFaultLeavesNoPartialState) {
     // Nothing was written, and the lease is still the caller's.
     auto c = store_->claim(claim_req(id, "other", t0() + 1s));
     EXPECT_EQ(c->status, ClaimStatus::kInProgress);
-    EXPECT_TRUE(store_->commit(commit_req(id, "w", t0() + 1s)).is_ok());
+    EXPECT_TRUE(store_->commit(commit_req(id, "w", t0() + 1s)).ok());
   }
   reopen();
   EXPECT_EQ(done_rows(), 2u);
@@ -213,7 +213,7 @@ TEST_P(SqliteRecords, CommitBatchFaultRollsBackEveryItem) {
               GetParam() == LeaseMode::kLocal ? ClaimStatus::kNew : ClaimStatus::kInProgress);
   }
   out = store_->commit_batch(reqs);
-  for (const auto& s : out) EXPECT_TRUE(s.is_ok()) << s.to_string();
+  for (const auto& s : out) EXPECT_TRUE(s.ok()) << s.to_string();
   EXPECT_EQ(done_rows(), 3u);
 }
 
@@ -221,24 +221,24 @@ TEST_P(SqliteRecords, CommitBatchItemFailsAlone) {
   ASSERT_EQ(claim_status("mine", "w", t0()), ClaimStatus::kNew);
   ASSERT_EQ(claim_status("theirs", "other", t0()), ClaimStatus::kNew);
   ASSERT_EQ(claim_status("done", "w", t0()), ClaimStatus::kNew);
-  ASSERT_TRUE(store_->commit(commit_req("done", "w", t0())).is_ok());
+  ASSERT_TRUE(store_->commit(commit_req("done", "w", t0())).ok());
   std::vector<CommitRequest> reqs = {commit_req("mine", "w", t0()), commit_req("theirs", "w", t0()),
                                      commit_req("done", "w", t0()), commit_req("", "w", t0()),
                                      commit_req("fresh", "w", t0())};
   auto out = store_->commit_batch(reqs);
   ASSERT_EQ(out.size(), 5u);
-  EXPECT_TRUE(out[0].is_ok()) << out[0].to_string();
+  EXPECT_TRUE(out[0].ok()) << out[0].to_string();
   EXPECT_EQ(out[1].code(), StatusCode::kFailedPrecondition);
   EXPECT_EQ(out[2].code(), StatusCode::kFailedPrecondition);
   EXPECT_EQ(out[3].code(), StatusCode::kInvalidArgument);
-  EXPECT_TRUE(out[4].is_ok()) << out[4].to_string();
+  EXPECT_TRUE(out[4].ok()) << out[4].to_string();
   EXPECT_EQ(claim_status("theirs", "x", t0() + 1s), ClaimStatus::kInProgress);
   EXPECT_EQ(claim_status("mine", "x", t0() + 1s), ClaimStatus::kCompleted);
 }
 
 TEST_P(SqliteRecords, ClaimBatchAnswersLikeSingleClaimsInOrder) {
   ASSERT_EQ(claim_status("done", "w", t0()), ClaimStatus::kNew);
-  ASSERT_TRUE(store_->commit(commit_req("done", "w", t0(), "r")).is_ok());
+  ASSERT_TRUE(store_->commit(commit_req("done", "w", t0(), "r")).ok());
   std::vector<ClaimRequest> reqs = {claim_req("a", "w", t0()), claim_req("done", "w", t0()),
                                     claim_req("a", "w2", t0()), claim_req("", "w", t0()),
                                     claim_req("b", "w", t0())};

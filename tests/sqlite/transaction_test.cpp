@@ -28,7 +28,7 @@ class SqliteTransactional : public ::testing::TestWithParam<LeaseMode> {
   void open_store() {
     Options o = options_for(path_, GetParam());
     o.fault_hook = [this](std::string_view point) -> Status {
-      return point == fail_at_ ? unavailable("injected at " + fail_at_) : Status::ok();
+      return point == fail_at_ ? unavailable("injected at " + fail_at_) : ok_status();
     };
     store_ = open_ok(o);
     ASSERT_NE(store_, nullptr);
@@ -53,7 +53,7 @@ class SqliteTransactional : public ::testing::TestWithParam<LeaseMode> {
       if (rc != SQLITE_DONE) return HandlerResult::fail(sqlite3_errmsg(db));
       if (m.extend) {
         // The store is usable from the handler's own thread while the transaction is open.
-        if (Status s = ctx.extend_lease(Duration(60'000)); !s.is_ok()) return HandlerResult::fail(s.to_string());
+        if (Status s = ctx.extend_lease(Duration(60'000)); !s.ok()) return HandlerResult::fail(s.to_string());
       }
       if (m.fail) return HandlerResult::fail("the handler failed after writing");
       return HandlerResult::ok("shipped " + m.sku);
@@ -144,7 +144,7 @@ TEST_P(SqliteTransactional, BeginWhileATransactionIsOpenIsRefused) {
   EXPECT_EQ(nested.status().code(), StatusCode::kFailedPrecondition);
   // A transaction that commits a record without writes of its own.
   ASSERT_TRUE(store_->claim(claim_req("direct", "tx", clock_->now())).ok());
-  EXPECT_TRUE((*t)->commit(commit_req("direct", "tx", clock_->now())).is_ok());
+  EXPECT_TRUE((*t)->commit(commit_req("direct", "tx", clock_->now())).ok());
   EXPECT_EQ((*t)->commit(commit_req("direct", "tx", clock_->now())).code(), StatusCode::kFailedPrecondition);
   (*t)->rollback();  // idempotent after the end
   EXPECT_EQ(record("direct")->state, RecordState::kCompleted);
@@ -160,7 +160,7 @@ TEST_P(SqliteTransactional, DroppedTransactionRollsBack) {
   auto r = record("dropped");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->state, RecordState::kInProgress);
-  EXPECT_TRUE(store_->commit(commit_req("dropped", "tx", clock_->now())).is_ok());
+  EXPECT_TRUE(store_->commit(commit_req("dropped", "tx", clock_->now())).ok());
 }
 
 TEST(SqliteConnection, NullWithoutASqliteTransaction) {

@@ -198,7 +198,7 @@ TEST_F(ConsumerTest, HandlerExtendsItsLease) {
   self = &c;
   const TimePoint start = clock_->now();
   EXPECT_DECISION(c.process(msg("m1")), Action::kAck, Reason::kProcessed);
-  EXPECT_TRUE(extended.is_ok()) << extended.to_string();
+  EXPECT_TRUE(extended.ok()) << extended.to_string();
   EXPECT_EQ(lease_end, start + seconds(80));
   ASSERT_TRUE(inner.has_value());
   EXPECT_DECISION(*inner, Action::kRetry, Reason::kInProgress);
@@ -230,10 +230,10 @@ TEST_F(ConsumerTest, ExtendLeaseIsANoOpWithoutALease) {
       return HandlerResult::ok();
     });
     EXPECT_DECISION(c.process(msg("m1")), Action::kAck, Reason::kProcessed);
-    EXPECT_TRUE(extended.is_ok()) << guarantee_name(g) << ": " << extended.to_string();
+    EXPECT_TRUE(extended.ok()) << guarantee_name(g) << ": " << extended.to_string();
   }
   HandlerContext bare;
-  EXPECT_TRUE(bare.extend_lease(seconds(1)).is_ok());
+  EXPECT_TRUE(bare.extend_lease(seconds(1)).ok());
 }
 
 TEST_F(ConsumerTest, FailureReleasesTheClaimSoARedeliveryRunsAgain) {

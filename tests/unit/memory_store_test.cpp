@@ -27,7 +27,7 @@ TEST(MemoryStore, RejectsZeroLimits) {
 TEST(MemoryStore, EvictsTheOldestWhenFull) {
   auto store = open_memory_store({.max_records = 3, .shards = 1}).value();
   const TimePoint t0 = ManualClock().now();
-  for (const char* id : {"a", "b", "c", "d"}) ASSERT_TRUE(store->commit(commit(id, t0, milliseconds(60'000))).is_ok());
+  for (const char* id : {"a", "b", "c", "d"}) ASSERT_TRUE(store->commit(commit(id, t0, milliseconds(60'000))).ok());
   auto a = store->claim({"a", "B", milliseconds(1000), std::nullopt, t0, std::nullopt});
   ASSERT_TRUE(a.ok());
   EXPECT_EQ(a->status, ClaimStatus::kNew) << "the oldest record was evicted and forgotten";
@@ -39,10 +39,10 @@ TEST(MemoryStore, EvictsTheOldestWhenFull) {
 TEST(MemoryStore, ExpiredRecordsMakeRoomBeforeLiveOnesAreEvicted) {
   auto store = open_memory_store({.max_records = 4, .shards = 1}).value();
   const TimePoint t0 = ManualClock().now();
-  ASSERT_TRUE(store->commit(commit("live", t0, milliseconds(3'600'000))).is_ok());
-  for (const char* id : {"x", "y", "z"}) ASSERT_TRUE(store->commit(commit(id, t0, milliseconds(1000))).is_ok());
+  ASSERT_TRUE(store->commit(commit("live", t0, milliseconds(3'600'000))).ok());
+  for (const char* id : {"x", "y", "z"}) ASSERT_TRUE(store->commit(commit(id, t0, milliseconds(1000))).ok());
   const TimePoint t1 = t0 + milliseconds(2000);
-  for (const char* id : {"n1", "n2", "n3"}) ASSERT_TRUE(store->commit(commit(id, t1, milliseconds(3'600'000))).is_ok());
+  for (const char* id : {"n1", "n2", "n3"}) ASSERT_TRUE(store->commit(commit(id, t1, milliseconds(3'600'000))).ok());
   for (const char* id : {"live", "n1", "n2", "n3"}) {
     auto c = store->claim({id, "B", milliseconds(1000), std::nullopt, t1, std::nullopt});
     ASSERT_TRUE(c.ok());
@@ -53,10 +53,10 @@ TEST(MemoryStore, ExpiredRecordsMakeRoomBeforeLiveOnesAreEvicted) {
 TEST(MemoryStore, ManyShortLivedRecordsBehindALiveOneStayBounded) {
   auto store = open_memory_store({.max_records = 100, .shards = 1}).value();
   TimePoint t = ManualClock().now();
-  ASSERT_TRUE(store->commit(commit("live", t, milliseconds(3'600'000'000))).is_ok());
+  ASSERT_TRUE(store->commit(commit("live", t, milliseconds(3'600'000'000))).ok());
   for (int i = 0; i < 100'000; ++i) {
     t += milliseconds(1);
-    ASSERT_TRUE(store->commit(commit("tmp-" + std::to_string(i), t, milliseconds(5))).is_ok());
+    ASSERT_TRUE(store->commit(commit("tmp-" + std::to_string(i), t, milliseconds(5))).ok());
     if (i % 10 == 0) {
       ASSERT_TRUE(store->purge_expired(t, 16).ok());
     }
@@ -70,15 +70,15 @@ TEST(MemoryStore, EntityRecordsAndBufferAreNotEvictedByTheRecordBound) {
   auto store = open_memory_store({.max_records = 2, .shards = 1}).value();
   const TimePoint t0 = ManualClock().now();
   ASSERT_TRUE(store->write_entity({.key = "k", .expect_revision = 0, .version = 1, .state = {}, .unbuffer = {}})
-                  .is_ok());
+                  .ok());
   ASSERT_TRUE(store->buffer_put({.key = "k", .version = 3, .id = "m3", .message = "x", .now = t0, .limits = {}})
-                  .is_ok());
+                  .ok());
   for (int i = 0; i < 100; ++i) {
     const std::string id = "id-" + std::to_string(i);
     CommitRequest c = commit(id, t0, milliseconds(60'000));
     c.entity = EntityWrite{.key = "k", .expect_revision = static_cast<std::uint64_t>(i + 1), .version = {},
                            .state = {}, .unbuffer = {}};
-    ASSERT_TRUE(store->commit(c).is_ok()) << i;
+    ASSERT_TRUE(store->commit(c).ok()) << i;
   }
   auto r = store->read_entity("k");
   ASSERT_TRUE(r.ok());

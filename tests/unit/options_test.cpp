@@ -50,10 +50,10 @@ class OptionsTest : public ConsumerTest {
 };
 
 TEST_F(OptionsTest, DefaultsAreValid) {
-  EXPECT_TRUE(create_status(options()).is_ok());
-  EXPECT_TRUE(create_status(options(Guarantee::kAtLeastOnce)).is_ok());
-  EXPECT_TRUE(create_status(options(Guarantee::kAtMostOnce)).is_ok());
-  EXPECT_TRUE(create_status(options(Guarantee::kManual)).is_ok());
+  EXPECT_TRUE(create_status(options()).ok());
+  EXPECT_TRUE(create_status(options(Guarantee::kAtLeastOnce)).ok());
+  EXPECT_TRUE(create_status(options(Guarantee::kAtMostOnce)).ok());
+  EXPECT_TRUE(create_status(options(Guarantee::kManual)).ok());
 }
 
 TEST_F(OptionsTest, StoreIsRequiredUnderDedupGuarantees) {
@@ -75,7 +75,7 @@ TEST_F(OptionsTest, IdExtractorIsRequiredUnderDedupGuarantees) {
   x.id = nullptr;
   expect_invalid(create_status(options(), x), "Extractors::id");
   expect_invalid(create_status(options(Guarantee::kManual), x), "Extractors::id");
-  EXPECT_TRUE(create_status(options(Guarantee::kAtLeastOnce), x).is_ok());
+  EXPECT_TRUE(create_status(options(Guarantee::kAtLeastOnce), x).ok());
 }
 
 TEST_F(OptionsTest, TransactionalNeedsADedupGuaranteeAndATransactionalStore) {
@@ -98,7 +98,7 @@ TEST_F(OptionsTest, ProbabilisticStoreNeedsExplicitOptIn) {
     o.store = probabilistic_store();
     expect_invalid(create_status(o), "allow_probabilistic_store");
     o.allow_probabilistic_store = true;
-    EXPECT_TRUE(create_status(o).is_ok()) << guarantee_name(g);
+    EXPECT_TRUE(create_status(o).ok()) << guarantee_name(g);
   }
   // And the opted-in consumer works through the delegating store.
   ConsumerOptions o = options();

@@ -47,7 +47,7 @@ Status write_atomically(const std::string& path, const std::string& bytes) {
     (void)::fsync(dfd);
     ::close(dfd);
   }
-  return Status::ok();
+  return ok_status();
 }
 
 }  // namespace
@@ -58,7 +58,7 @@ BloomStore::~BloomStore() {
 
 Status BloomStore::restore_snapshot() {
   std::error_code ec;
-  if (!std::filesystem::exists(options_.snapshot_path, ec)) return Status::ok();
+  if (!std::filesystem::exists(options_.snapshot_path, ec)) return ok_status();
   if (std::filesystem::is_directory(options_.snapshot_path, ec))
     return invalid_argument("bloom: snapshot path \"" + options_.snapshot_path + "\" is a directory");
   std::ifstream in(options_.snapshot_path, std::ios::binary);
@@ -66,8 +66,8 @@ Status BloomStore::restore_snapshot() {
   const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   std::lock_guard lock(mu_);
   Status s = filter_.restore(bytes);
-  if (!s.is_ok()) return {s.code(), s.message() + " (file \"" + options_.snapshot_path + "\")"};
-  return Status::ok();
+  if (!s.ok()) return {s.code(), s.message() + " (file \"" + options_.snapshot_path + "\")"};
+  return ok_status();
 }
 
 Status BloomStore::write_snapshot() {
@@ -146,7 +146,7 @@ Status BloomStore::commit(const CommitRequest& q) {
   if (!s.retries.empty()) {
     if (auto r = s.retries.find(q.id); r != s.retries.end()) s.retries.erase(r);
   }
-  return Status::ok();
+  return ok_status();
 }
 
 StatusOr<std::uint32_t> BloomStore::release(const ReleaseRequest& q) {
@@ -178,7 +178,7 @@ Status BloomStore::extend(const ExtendRequest& q) {
     return failed_precondition("bloom: extend: the lease is not held by this owner");
   if (it->second.until_ms <= now) return failed_precondition("bloom: extend: the lease expired");
   it->second.until_ms = now + q.lease.count();
-  return Status::ok();
+  return ok_status();
 }
 
 StatusOr<std::optional<RecordInfo>> BloomStore::inspect(std::string_view id, TimePoint t) {

@@ -30,13 +30,13 @@ class FrontTransaction final : public StoreTransaction {
 }  // namespace
 
 Status FrontStore::warm() {
-  if (!hooks_.for_each_record) return Status::ok();
+  if (!hooks_.for_each_record) return ok_status();
   std::lock_guard lock(mu_);
   Status s = hooks_.for_each_record(
       [&](std::string_view id, TimePoint expires_at) { filter_.add_warm(id, to_unix_ms(expires_at)); });
-  if (!s.is_ok()) return s;
+  if (!s.ok()) return s;
   warmed_ = true;
-  return Status::ok();
+  return ok_status();
 }
 
 bool FrontStore::certainly_absent(std::string_view id, std::int64_t now_ms) {

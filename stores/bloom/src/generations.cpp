@@ -73,7 +73,7 @@ Status Generations::check_options(const Options& o) {
                             " needs " + std::to_string(static_cast<std::uint64_t>(bits)) +
                             " bits per filter; libbloom addresses at most 2^31 - 1: raise generations or lower "
                             "capacity");
-  return Status::ok();
+  return ok_status();
 }
 
 Generations::Generations(const Options& o, DropRule rule)
@@ -284,7 +284,7 @@ Status Generations::restore(std::string_view bytes) {
   gens_ = std::move(gens);
   dropped_max_expiry_ms_ = dropped;
   early_drops_ = early;
-  return Status::ok();
+  return ok_status();
 }
 
 }  // namespace idem::bloom::detail

@@ -51,14 +51,14 @@ Status parse_filter_params(const StoreUri& u, Options& o) {
   o.fp = *fp;
   if (*generations > 1000) return invalid_argument("bloom: generations must be 1..64");
   o.generations = static_cast<std::uint32_t>(*generations);
-  return Status::ok();
+  return ok_status();
 }
 
 StatusOr<std::shared_ptr<Store>> open(const Options& o) {
-  if (Status s = detail::Generations::check_options(o); !s.is_ok()) return s;
+  if (Status s = detail::Generations::check_options(o); !s.ok()) return s;
   auto store = std::make_shared<detail::BloomStore>(o);
   if (!o.snapshot_path.empty()) {
-    if (Status s = store->restore_snapshot(); !s.is_ok()) {
+    if (Status s = store->restore_snapshot(); !s.ok()) {
       // Do not let the destructor overwrite the file that was refused.
       store->forget_snapshot_path();
       return s;
@@ -68,9 +68,9 @@ StatusOr<std::shared_ptr<Store>> open(const Options& o) {
 }
 
 StatusOr<std::shared_ptr<Store>> open(const StoreUri& u) {
-  if (Status s = u.check_params({"capacity", "fp", "window", "generations"}); !s.is_ok()) return s;
+  if (Status s = u.check_params({"capacity", "fp", "window", "generations"}); !s.ok()) return s;
   Options o;
-  if (Status s = parse_filter_params(u, o); !s.is_ok()) return s;
+  if (Status s = parse_filter_params(u, o); !s.ok()) return s;
   o.snapshot_path = u.body;
   return open(o);
 }
@@ -85,9 +85,9 @@ StatusOr<std::shared_ptr<Store>> open_front(std::shared_ptr<Store> durable, cons
   if (!durable) return invalid_argument("bloom: open_front: the durable store is null");
   if (!o.snapshot_path.empty())
     return invalid_argument("bloom: a front filter warms from its durable store and takes no snapshot path");
-  if (Status s = detail::Generations::check_options(o); !s.is_ok()) return s;
+  if (Status s = detail::Generations::check_options(o); !s.ok()) return s;
   auto front = std::make_shared<detail::FrontStore>(std::move(durable), o, std::move(hooks));
-  if (Status s = front->warm(); !s.is_ok()) return s;
+  if (Status s = front->warm(); !s.ok()) return s;
   return std::shared_ptr<Store>(std::move(front));
 }
 

@@ -97,7 +97,7 @@ Status decode_commit(const Reply& a, const Options& o, const std::string& key) {
         return unavailable("redis: commit of key \"" + printable(key) + "\" landed on the master but " +
                            std::to_string(std::max(a.replicas_acked, 0)) + " of " + std::to_string(o.wait_replicas) +
                            " replicas acknowledged it within " + std::to_string(o.wait_timeout.count()) + " ms");
-      return Status::ok();
+      return ok_status();
     case 1: return failed_precondition("id is already completed");
     case 2: return failed_precondition("lease is held by " + printable(str_at(a, 1)));
     case 4: return aborted("the entity record's revision changed; nothing was written");
@@ -119,7 +119,7 @@ class RedisStoreImpl final : public RedisStore {
       if (r->is_error()) return error_status(r->str, "(SCRIPT LOAD)");
       s->sha = r->str;
     }
-    return Status::ok();
+    return ok_status();
   }
 
   StoreCapabilities capabilities() const override {
@@ -198,7 +198,7 @@ class RedisStoreImpl final : public RedisStore {
     auto a = script_answer(r, cmd.keys[0]);
     if (!a.ok()) return a.status();
     switch (int_at(**a, 0)) {
-      case 0: return Status::ok();
+      case 0: return ok_status();
       case 1: return failed_precondition("the lease is not held by this owner");
       case 2: return failed_precondition("the lease expired");
       default: return internal_error("redis: unknown extend answer");
@@ -443,7 +443,7 @@ class RedisStoreImpl final : public RedisStore {
   }
 
   Status write_entity(const EntityWrite& w) override {
-    if (Status s = check_write(w, "write_entity"); !s.is_ok()) return s;
+    if (Status s = check_write(w, "write_entity"); !s.ok()) return s;
     const EntityKeys ks = entity_keys(o_.prefix, w.key);
     Command cmd{&write_entity_, {ks.record}, {}};
     cmd.args.reserve(8);
@@ -455,7 +455,7 @@ class RedisStoreImpl final : public RedisStore {
     if (int_at(**a, 0) == 4) return aborted("the entity record's revision changed; nothing was written");
     if (int_at(**a, 0) != 0) return internal_error("redis: unknown write_entity answer");
     account_removal(**a, w.key);
-    return Status::ok();
+    return ok_status();
   }
 
   Status buffer_put(const BufferPut& p) override {
@@ -490,7 +490,7 @@ class RedisStoreImpl final : public RedisStore {
       return code == 0 ? int_at(**a, 1) : -code;  // 1 stored, 0 already there, -5, -7
     };
     auto status_of = [&](std::int64_t code, const std::string& total_limit) -> Status {
-      if (code >= 0) return Status::ok();
+      if (code >= 0) return ok_status();
       if (code == -5)
         return failed_precondition("reorder buffer: version " + std::to_string(p.version) +
                                    " of this key already holds another message id");
@@ -514,7 +514,7 @@ class RedisStoreImpl final : public RedisStore {
       return status_of(*code, str_at(**ra, 1));
     }
     auto code = run_put("put");
-    if (code.ok() && *code == 1) return Status::ok();
+    if (code.ok() && *code == 1) return ok_status();
     static_cast<void>(run_one(account_cmd(-1, -static_cast<std::int64_t>(bytes), nullptr, p.key, "", "0"), 0));
     if (!code.ok()) return code.status();
     return status_of(*code, "");
@@ -552,7 +552,7 @@ class RedisStoreImpl final : public RedisStore {
     auto a = script_answer(r, ks.buffer);
     if (!a.ok()) return a.status();
     account_removal(**a, key);
-    return Status::ok();
+    return ok_status();
   }
 
   // Reads the index from its oldest end in windows; every key it names is measured in
@@ -588,7 +588,7 @@ class RedisStoreImpl final : public RedisStore {
       std::vector<BufferedKey> found;
       std::vector<std::string> stale;
       auto measured = measure(members, &found, &stale);
-      if (!measured.is_ok()) return measured;
+      if (!measured.ok()) return measured;
       for (auto& k : found) out.keys.push_back(std::move(k));
       if (!stale.empty()) {
         std::vector<Command> rem;
@@ -596,7 +596,7 @@ class RedisStoreImpl final : public RedisStore {
         ex_->run(rem, 0, o_.wait_timeout);
         std::vector<BufferedKey> back;
         std::vector<std::string> gone;
-        if (Status s = measure(stale, &back, &gone); !s.is_ok()) return s;
+        if (Status s = measure(stale, &back, &gone); !s.ok()) return s;
         std::vector<Command> re;
         for (const auto& k : back)
           re.push_back(Command{nullptr, {index_key_},
@@ -631,7 +631,7 @@ class RedisStoreImpl final : public RedisStore {
   static Status check_write(const EntityWrite& w, const char* what) {
     if (w.key.empty()) return invalid_argument(std::string(what) + ": empty entity key");
     if (w.state && w.state->empty()) return invalid_argument(std::string(what) + ": a state, if set, must be non-empty");
-    return Status::ok();
+    return ok_status();
   }
 
   // expect, new revision, version, state, lo, hi, entity key, its length.
@@ -708,7 +708,7 @@ class RedisStoreImpl final : public RedisStore {
   // Measures each key in its own slot (one round trip): keys with entries go to
   // *found, the others to *empty.
   Status measure(const std::vector<std::string>& keys, std::vector<BufferedKey>* found, std::vector<std::string>* empty) {
-    if (keys.empty()) return Status::ok();
+    if (keys.empty()) return ok_status();
     std::vector<Command> cmds;
     cmds.reserve(keys.size());
     for (const auto& k : keys) {
@@ -730,7 +730,7 @@ class RedisStoreImpl final : public RedisStore {
       b.oldest_at = from_unix_ms(int_at(**a, 3));
       found->push_back(std::move(b));
     }
-    return Status::ok();
+    return ok_status();
   }
 
   // The commit (with entity write) of requests[i] for each i in `at`, in one round
@@ -744,7 +744,7 @@ class RedisStoreImpl final : public RedisStore {
         out[i] = invalid_argument("commit: empty id");
         continue;
       }
-      if (Status s = check_write(*q.entity, "commit"); !s.is_ok()) {
+      if (Status s = check_write(*q.entity, "commit"); !s.ok()) {
         out[i] = s;
         continue;
       }
@@ -1029,14 +1029,14 @@ Status validate(const Options& o) {
     return invalid_argument("redis: need 0 < reconnect_min <= reconnect_max");
   if (o.cluster_retries < 0 || o.max_redirects < 0) return invalid_argument("redis: retry limits must be >= 0");
   if (o.expiry_slack.count() < 0) return invalid_argument("redis: expiry_slack must be >= 0");
-  return Status::ok();
+  return ok_status();
 }
 
 }  // namespace
 }  // namespace detail
 
 StatusOr<std::shared_ptr<RedisStore>> open(const Options& options) {
-  if (Status s = detail::validate(options); !s.is_ok()) return s;
+  if (Status s = detail::validate(options); !s.ok()) return s;
   detail::ConnectOptions co;
   co.connect_timeout = options.connect_timeout;
   co.command_timeout = options.command_timeout;
@@ -1052,7 +1052,7 @@ StatusOr<std::shared_ptr<RedisStore>> open(const Options& options) {
     ex = detail::make_standalone_executor(options, co);
   }
   auto store = std::make_shared<detail::RedisStoreImpl>(options, std::move(ex));
-  if (Status s = store->load_scripts(); !s.is_ok()) return s;
+  if (Status s = store->load_scripts(); !s.ok()) return s;
   return std::shared_ptr<RedisStore>(std::move(store));
 }
 

@@ -27,7 +27,7 @@ StatusOr<Options> parse_uri(const StoreUri& u) {
   if (u.scheme != "redis") return invalid_argument("redis URI: scheme must be redis://, got \"" + u.scheme + ":\"");
   if (Status s = u.check_params({"prefix", "cluster", "connect_timeout_ms", "command_timeout_ms", "wait_replicas",
                                  "wait_timeout_ms", "pool_max_idle", "expiry_slack_ms"});
-      !s.is_ok())
+      !s.ok())
     return s;
   std::string_view body = u.body;
   if (body.substr(0, 2) != "//") return invalid_argument("redis URI: expected redis://HOST:PORT");
@@ -73,7 +73,7 @@ StatusOr<Options> parse_uri(const StoreUri& u) {
   auto slack = u.param_uint("expiry_slack_ms", static_cast<std::uint64_t>(o.expiry_slack.count()));
   for (const Status& s : {cluster.status(), connect.status(), command.status(), wait_n.status(), wait_ms.status(),
                           idle.status(), slack.status()})
-    if (!s.is_ok()) return s;
+    if (!s.ok()) return s;
   if (*wait_n > 1000) return invalid_argument("redis URI: wait_replicas out of range");
   o.cluster = *cluster;
   o.connect_timeout = Duration(static_cast<std::int64_t>(*connect));

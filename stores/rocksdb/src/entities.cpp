@@ -108,7 +108,7 @@ Status check_entity_write(const EntityWrite& w, const char* op) {
     return invalid_argument(std::string("rocksdb: ") + op + ": the entity key is too long");
   if (w.state && w.state->empty())
     return invalid_argument(std::string("rocksdb: ") + op + ": the entity state is set but empty");
-  return Status::ok();
+  return ok_status();
 }
 
 Status RocksStore::get_entity(std::string_view key, EntityRecord& out) {
@@ -116,13 +116,13 @@ Status RocksStore::get_entity(std::string_view key, EntityRecord& out) {
   auto s = db_->Get(::rocksdb::ReadOptions(), entities_cf_, slice(key), &v);
   if (s.IsNotFound()) {
     out = EntityRecord{};
-    return Status::ok();
+    return ok_status();
   }
   if (!s.ok()) return to_status(s, "read idem_entities");
   auto r = decode_entity(std::string_view(v.data(), v.size()));
   if (!r) return data_loss("rocksdb: the idem_entities record of a key has an unknown format");
   out = std::move(*r);
-  return Status::ok();
+  return ok_status();
 }
 
 const EntityRecord* RocksStore::cached_entity(std::string_view key) {
@@ -146,11 +146,11 @@ void RocksStore::cache_entity(std::string_view key, const EntityRecord& r) {
 Status RocksStore::current_entity(std::string_view key, EntityRecord& out) {
   if (const EntityRecord* c = cached_entity(key)) {
     out = *c;
-    return Status::ok();
+    return ok_status();
   }
-  if (Status s = get_entity(key, out); !s.is_ok()) return s;
+  if (Status s = get_entity(key, out); !s.ok()) return s;
   cache_entity(key, out);
-  return Status::ok();
+  return ok_status();
 }
 
 void RocksStore::land_entities(const EntityStaging& st, bool landed) {
@@ -168,7 +168,7 @@ Status RocksStore::stage_entity(const EntityWrite& w, EntityStaging& st, ::rocks
   EntityRecord cur;
   if (const EntityRecord* staged = st.find(w.key)) {
     cur = *staged;
-  } else if (Status s = current_entity(w.key, cur); !s.is_ok()) {
+  } else if (Status s = current_entity(w.key, cur); !s.ok()) {
     return s;
   }
   if (cur.revision != w.expect_revision)
@@ -197,7 +197,7 @@ Status RocksStore::stage_entity(const EntityWrite& w, EntityStaging& st, ::rocks
     st.removed_bytes += *removed_bytes;
   }
   st.stage(w.key, std::move(next));
-  return Status::ok();
+  return ok_status();
 }
 
 KeyBuffer* RocksStore::key_buffer(std::string_view key) {
@@ -223,18 +223,18 @@ void RocksStore::settle(const EntityStaging& st) {
 StatusOr<EntityRecord> RocksStore::read_entity(std::string_view key) {
   std::lock_guard lock(stripe_of(key).mu);
   EntityRecord r;
-  if (Status s = current_entity(key, r); !s.is_ok()) return s;
+  if (Status s = current_entity(key, r); !s.ok()) return s;
   return r;
 }
 
 Status RocksStore::write_entity(const EntityWrite& w) {
-  if (Status s = check_entity_write(w, "write_entity"); !s.is_ok()) return s;
+  if (Status s = check_entity_write(w, "write_entity"); !s.ok()) return s;
   std::lock_guard lock(stripe_of(w.key).mu);
   EntityStaging st;
   ::rocksdb::WriteBatch batch;
-  if (Status s = stage_entity(w, st, batch); !s.is_ok()) return s;
+  if (Status s = stage_entity(w, st, batch); !s.ok()) return s;
   Status s = to_status(db_->Write(write_options, &batch), "write_entity");
-  land_entities(st, s.is_ok());
+  land_entities(st, s.ok());
   return s;
 }
 
@@ -246,7 +246,7 @@ Status check_put(const BufferPut& p) {
   if (p.version == 0) return invalid_argument("rocksdb: buffer_put: the version must be > 0");
   if (p.id.empty()) return invalid_argument("rocksdb: buffer_put: the message id is empty");
   if (p.id.size() > UINT32_MAX) return invalid_argument("rocksdb: buffer_put: the message id is too long");
-  return Status::ok();
+  return ok_status();
 }
 
 Status other_id(std::uint64_t version) {
@@ -266,7 +266,7 @@ std::vector<Status> RocksStore::buffer_put_batch(std::span<const BufferPut> puts
   keys.reserve(puts.size());
   for (std::size_t i = 0; i < puts.size(); ++i) {
     out[i] = check_put(puts[i]);
-    if (out[i].is_ok()) keys.push_back(puts[i].key);
+    if (out[i].ok()) keys.push_back(puts[i].key);
   }
   if (keys.empty()) return out;
   auto locks = lock_all(keys);
@@ -279,8 +279,8 @@ std::vector<Status> RocksStore::buffer_put_batch(std::span<const BufferPut> puts
   ::rocksdb::WriteBatch batch;
   Status w;  // a failure that keeps the whole batch from being written
   for (std::size_t i = 0; i < puts.size(); ++i) {
-    if (!out[i].is_ok()) continue;
-    if (!w.is_ok()) {
+    if (!out[i].ok()) continue;
+    if (!w.ok()) {
       out[i] = w;
       continue;
     }
@@ -335,9 +335,9 @@ std::vector<Status> RocksStore::buffer_put_batch(std::span<const BufferPut> puts
         "buffer_put");
   }
   if (written.empty()) return out;
-  if (w.is_ok() && options.fault_hook) w = options.fault_hook(kBufferPutPoint);
-  if (w.is_ok()) w = to_status(db_->Write(write_options, &batch), "buffer_put");
-  if (!w.is_ok()) {
+  if (w.ok() && options.fault_hook) w = options.fault_hook(kBufferPutPoint);
+  if (w.ok()) w = to_status(db_->Write(write_options, &batch), "buffer_put");
+  if (!w.ok()) {
     std::size_t count = 0, bytes = 0;
     for (std::size_t i : written) {
       ++count;
@@ -395,16 +395,16 @@ StatusOr<std::vector<BufferEntry>> RocksStore::buffer_read(std::string_view key,
     out.push_back(BufferEntry{std::string(k->key), k->version, std::string(v->id), std::string(v->message),
                               from_unix_ms(v->buffered_at_ms)});
   }
-  if (Status s = scan.status(); !s.is_ok()) return s;
+  if (Status s = scan.status(); !s.ok()) return s;
   return out;
 }
 
 Status RocksStore::buffer_remove(std::string_view key, std::uint64_t version) {
   std::lock_guard lock(stripe_of(key).mu);
   const KeyBuffer* kb = key_buffer(key);
-  if (kb == nullptr) return Status::ok();
+  if (kb == nullptr) return ok_status();
   auto e = kb->find(version);
-  if (e == kb->end()) return Status::ok();
+  if (e == kb->end()) return ok_status();
   const std::size_t bytes = e->second.bytes;
   ::rocksdb::WriteBatch batch;
   auto s = batch.Delete(buffer_cf_, buffer_key(key, version));
@@ -415,7 +415,7 @@ Status RocksStore::buffer_remove(std::string_view key, std::uint64_t version) {
   removed.removed_count = 1;
   removed.removed_bytes = bytes;
   settle(removed);
-  return Status::ok();
+  return ok_status();
 }
 
 StatusOr<BufferSummary> RocksStore::buffer_summary(std::size_t max_keys) {
@@ -466,11 +466,11 @@ Status RocksStore::rebuild_buffer_totals() {
     if (at == buffered.end()) at = buffered.emplace(std::string(k->key), KeyBuffer{}).first;
     at->second.emplace_hint(at->second.end(), k->version, BufferedEntry{v->buffered_at_ms, entry_bytes(*k, *v)});
   }
-  if (Status s = to_status(it->status(), "scan idem_buffer"); !s.is_ok()) return s;
+  if (Status s = to_status(it->status(), "scan idem_buffer"); !s.ok()) return s;
   std::lock_guard t(buffer_totals.mu);
   buffer_totals.count = count;
   buffer_totals.bytes = bytes;
-  return Status::ok();
+  return ok_status();
 }
 
 }  // namespace idem::rocksdb::detail

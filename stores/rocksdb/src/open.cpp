@@ -42,7 +42,7 @@ Status check_options(const Options& o) {
     if (cf == ::rocksdb::kDefaultColumnFamilyName || !seen.insert(cf).second)
       return invalid_argument("rocksdb: user column family \"" + cf + "\" is named twice");
   }
-  return Status::ok();
+  return ok_status();
 }
 
 // A failed DB::Open, explained.
@@ -61,7 +61,7 @@ Status open_error(const ::rocksdb::Status& s, const std::string& path) {
 }  // namespace
 
 StatusOr<std::shared_ptr<Store>> open(const Options& o) {
-  if (Status s = check_options(o); !s.is_ok()) return s;
+  if (Status s = check_options(o); !s.ok()) return s;
   std::error_code ec;
   const auto st = fs::status(o.path, ec);
   if (fs::exists(st) && !fs::is_directory(st))
@@ -183,7 +183,7 @@ StatusOr<std::shared_ptr<Store>> open(const Options& o) {
       o.entity_cache == 0 ? 0 : std::max<std::size_t>(1, (o.entity_cache + o.lease_stripes - 1) / o.lease_stripes);
   store->stripes.reserve(o.lease_stripes);
   for (std::size_t i = 0; i < o.lease_stripes; ++i) store->stripes.push_back(std::make_unique<detail::Stripe>());
-  if (Status s = store->rebuild_buffer_totals(); !s.is_ok()) return s;
+  if (Status s = store->rebuild_buffer_totals(); !s.ok()) return s;
 
   // Skip reading idem_retries while it is empty.
   std::unique_ptr<::rocksdb::Iterator> it(store->db_->NewIterator(::rocksdb::ReadOptions(), store->retries_cf_));
@@ -197,7 +197,7 @@ StatusOr<std::shared_ptr<Store>> open(const Options& o) {
 StatusOr<std::shared_ptr<Store>> open(const StoreUri& u) {
   if (Status s = u.check_params(
           {"sync", "block_cache_mib", "bloom_bits", "write_buffer_mib", "stripes", "entity_cache", "cf"});
-      !s.is_ok())
+      !s.ok())
     return s;
   Options o;
   o.path = u.body;
@@ -209,7 +209,7 @@ StatusOr<std::shared_ptr<Store>> open(const StoreUri& u) {
   auto entity_cache = u.param_uint("entity_cache", o.entity_cache);
   for (const Status& s :
        {sync.status(), cache.status(), bits.status(), wb.status(), stripes.status(), entity_cache.status()})
-    if (!s.is_ok()) return s;
+    if (!s.ok()) return s;
   if (*bits > 64) return invalid_argument("rocksdb: bloom_bits must be <= 64");
   o.sync = *sync;
   o.block_cache_mib = *cache;

@@ -17,7 +17,7 @@ bool ExpiryFilter::Filter(int, const ::rocksdb::Slice&, const ::rocksdb::Slice& 
 }
 
 Status to_status(const ::rocksdb::Status& s, const std::string& what) {
-  if (s.ok()) return Status::ok();
+  if (s.ok()) return ok_status();
   const std::string m = "rocksdb: " + what + ": " + s.ToString();
   if (s.IsCorruption()) return data_loss(m);
   if (s.IsInvalidArgument() || s.IsNotSupported()) return invalid_argument(m);
@@ -91,7 +91,7 @@ Status RocksStore::read(std::string_view id, Lookup& out, bool want_done, std::o
         out.entity = std::move(*e);
       }
     }
-    return Status::ok();
+    return ok_status();
   }
   ::rocksdb::PinnableSlice v;
   if (want_done) {
@@ -103,7 +103,7 @@ Status RocksStore::read(std::string_view id, Lookup& out, bool want_done, std::o
       return to_status(s, "read idem_done");
     }
   }
-  if (!retries_possible.load(std::memory_order_relaxed)) return Status::ok();
+  if (!retries_possible.load(std::memory_order_relaxed)) return ok_status();
   v.Reset();
   auto s = db_->Get(::rocksdb::ReadOptions(), retries_cf_, key, &v);
   if (s.ok()) {
@@ -112,7 +112,7 @@ Status RocksStore::read(std::string_view id, Lookup& out, bool want_done, std::o
   } else if (!s.IsNotFound()) {
     return to_status(s, "read idem_retries");
   }
-  return Status::ok();
+  return ok_status();
 }
 
 ClaimResult RocksStore::decide_claim(Stripe& s, const ClaimRequest& q, std::int64_t now, const Lookup& l) {
@@ -151,7 +151,7 @@ StatusOr<ClaimResult> RocksStore::claim(const ClaimRequest& q) {
     auto it = s.leases.find(q.id);
     Lookup l;
     if (it == s.leases.end() || it->second.until_ms <= now) {
-      if (Status st = read(q.id, l); !st.is_ok()) return st;
+      if (Status st = read(q.id, l); !st.ok()) return st;
     }
     return decide_claim(s, q, now, l);
   }
@@ -162,9 +162,9 @@ StatusOr<ClaimResult> RocksStore::claim(const ClaimRequest& q) {
   if (it == s.leases.end() || it->second.until_ms <= now) {
     if (const EntityRecord* cached = cached_entity(*q.entity_key)) {
       l.entity = *cached;
-      if (Status st = read(q.id, l); !st.is_ok()) return st;
+      if (Status st = read(q.id, l); !st.ok()) return st;
     } else {
-      if (Status st = read(q.id, l, /*want_done=*/true, q.entity_key); !st.is_ok()) return st;
+      if (Status st = read(q.id, l, /*want_done=*/true, q.entity_key); !st.ok()) return st;
       cache_entity(*q.entity_key, l.entity);
     }
   }
@@ -210,7 +210,7 @@ StatusOr<ClaimResult> RocksStore::decide_absent(const ClaimRequest& q) {
   if (q.entity_key) {
     auto it = s.leases.find(q.id);
     if (it == s.leases.end() || it->second.until_ms <= now) {
-      if (Status st = current_entity(*q.entity_key, l.entity); !st.is_ok()) return st;
+      if (Status st = current_entity(*q.entity_key, l.entity); !st.ok()) return st;
     }
   }
   return decide_claim(s, q, now, l);
@@ -228,13 +228,13 @@ Status RocksStore::stage_commit(Stripe& s, Stripe::LeaseMap::iterator it, const 
     Lookup l;
     if (pre != nullptr) {
       l.done = *pre;
-    } else if (Status r = read(q.id, l); !r.is_ok()) {
+    } else if (Status r = read(q.id, l); !r.ok()) {
       return r;
     }
     if (l.done && l.done->expires_ms > now) return failed_precondition("rocksdb: commit: the id is already completed");
   }
   if (q.entity) {
-    if (Status e = stage_entity(*q.entity, st, batch); !e.is_ok()) return e;
+    if (Status e = stage_entity(*q.entity, st, batch); !e.ok()) return e;
   }
   const auto kind = q.outcome == Outcome::kDeadLettered ? RecordKind::kDeadLettered : RecordKind::kCompleted;
   const ::rocksdb::Slice key(q.id.data(), q.id.size());
@@ -244,12 +244,12 @@ Status RocksStore::stage_commit(Stripe& s, Stripe::LeaseMap::iterator it, const 
     auto s2 = batch.Delete(retries_cf_, key);
     if (!s2.ok()) return to_status(s2, "stage commit");
   }
-  return Status::ok();
+  return ok_status();
 }
 
 Status RocksStore::write(::rocksdb::WriteBatch& batch) {
   if (options.fault_hook) {
-    if (Status f = options.fault_hook(kCommitPoint); !f.is_ok()) return f;
+    if (Status f = options.fault_hook(kCommitPoint); !f.ok()) return f;
   }
   return to_status(db_->Write(write_options, &batch), "commit");
 }
@@ -258,7 +258,7 @@ Status RocksStore::commit_into(::rocksdb::WriteBatch& batch, const CommitRequest
   if (q.id.empty()) return invalid_argument("rocksdb: commit: empty id");
   if (q.ttl.count() <= 0) return invalid_argument("rocksdb: commit: ttl must be > 0");
   if (q.entity) {
-    if (Status st = check_entity_write(*q.entity, "commit"); !st.is_ok()) return st;
+    if (Status st = check_entity_write(*q.entity, "commit"); !st.ok()) return st;
   }
   const std::int64_t now = to_unix_ms(q.now);
   observe(now);
@@ -268,12 +268,12 @@ Status RocksStore::commit_into(::rocksdb::WriteBatch& batch, const CommitRequest
   auto locks = lock_pair(q.id, q.entity ? q.entity->key : q.id);
   EntityStaging st;
   const auto lease = s.leases.find(q.id);
-  if (Status e = stage_commit(s, lease, q, now, nullptr, st, batch); !e.is_ok()) return e;
+  if (Status e = stage_commit(s, lease, q, now, nullptr, st, batch); !e.ok()) return e;
   Status w = write(batch);
-  land_entities(st, w.is_ok());
-  if (!w.is_ok()) return w;
+  land_entities(st, w.ok());
+  if (!w.ok()) return w;
   if (lease != s.leases.end()) s.end_lease(lease);
-  return Status::ok();
+  return ok_status();
 }
 
 Status RocksStore::commit(const CommitRequest& q) {
@@ -291,7 +291,7 @@ StatusOr<std::uint32_t> RocksStore::release(const ReleaseRequest& q) {
   auto it = s.leases.find(q.id);
   const bool held_by_other = it != s.leases.end() && it->second.until_ms > now && it->second.owner != q.owner;
   Lookup l;
-  if (Status st = read(q.id, l, /*want_done=*/it == s.leases.end()); !st.is_ok()) return st;
+  if (Status st = read(q.id, l, /*want_done=*/it == s.leases.end()); !st.ok()) return st;
   std::uint32_t count = l.retries && l.retries->expires_ms > now ? l.retries->retries : 0;
   if (held_by_other) return count;
   if (l.done && l.done->expires_ms > now) return std::uint32_t{0};
@@ -302,7 +302,7 @@ StatusOr<std::uint32_t> RocksStore::release(const ReleaseRequest& q) {
     retries_possible.store(true, std::memory_order_relaxed);
     auto p = batch.Put(retries_cf_, key, encode_retries({count, now + q.retry_ttl.count()}));
     if (!p.ok()) return to_status(p, "release");
-    if (Status st = to_status(db_->Write(write_options, &batch), "release"); !st.is_ok()) return st;
+    if (Status st = to_status(db_->Write(write_options, &batch), "release"); !st.ok()) return st;
   }
   if (it != s.leases.end()) s.end_lease(it);
   return count;
@@ -318,7 +318,7 @@ Status RocksStore::extend(const ExtendRequest& q) {
     return failed_precondition("rocksdb: extend: the lease is not held by this owner");
   if (it->second.until_ms <= now) return failed_precondition("rocksdb: extend: the lease expired");
   it->second.until_ms = now + q.lease.count();
-  return Status::ok();
+  return ok_status();
 }
 
 StatusOr<std::optional<RecordInfo>> RocksStore::inspect(std::string_view id, TimePoint t) {
@@ -326,7 +326,7 @@ StatusOr<std::optional<RecordInfo>> RocksStore::inspect(std::string_view id, Tim
   Stripe& s = stripe_of(id);
   std::lock_guard lock(s.mu);
   Lookup l;
-  if (Status st = read(id, l); !st.is_ok()) return st;
+  if (Status st = read(id, l); !st.ok()) return st;
   const std::uint32_t retries = l.retries && l.retries->expires_ms > now ? l.retries->retries : 0;
   auto it = s.leases.find(id);
   RecordInfo info;
@@ -449,16 +449,16 @@ std::vector<StatusOr<ClaimResult>> RocksStore::claim_batch(std::span<const Claim
     multi_get(*db_, entities_cf_, entity_keys, decode_entity, got, st, kEntitiesCf);
     for (std::size_t k = 0; k < with_key.size(); ++k) {
       const std::size_t i = with_key[k];
-      if (st[k].is_ok()) cache_entity(*requests[i].entity_key, got[k].value_or(EntityRecord{}));
+      if (st[k].ok()) cache_entity(*requests[i].entity_key, got[k].value_or(EntityRecord{}));
       entities[i] = std::move(got[k]);
-      if (statuses[i].is_ok()) statuses[i] = st[k];
+      if (statuses[i].ok()) statuses[i] = st[k];
     }
   }
   for (std::size_t i = 0; i < requests.size(); ++i) {
     const auto& q = requests[i];
     if (q.id.empty()) {
       out.emplace_back(invalid_argument("rocksdb: claim: empty id"));
-    } else if (!statuses[i].is_ok()) {
+    } else if (!statuses[i].ok()) {
       out.emplace_back(statuses[i]);
     } else {
       Lookup l{dones[i], rets[i], entities[i].value_or(EntityRecord{})};
@@ -515,7 +515,7 @@ std::vector<Status> RocksStore::commit_batch(std::span<const CommitRequest> requ
       out[i] = aborted("rocksdb: commit: an earlier entity write of this key in the batch failed");
       continue;
     }
-    if (!out[i].is_ok()) {
+    if (!out[i].ok()) {
       if (q.entity) broken.insert(q.entity->key);
       continue;
     }
@@ -526,7 +526,7 @@ std::vector<Status> RocksStore::commit_batch(std::span<const CommitRequest> requ
     }
     if (q.entity) {
       out[i] = check_entity_write(*q.entity, "commit");
-      if (!out[i].is_ok()) {
+      if (!out[i].ok()) {
         broken.insert(q.entity->key);
         continue;
       }
@@ -539,7 +539,7 @@ std::vector<Status> RocksStore::commit_batch(std::span<const CommitRequest> requ
     }
     // Entity writes of one key later in the batch compare against the earlier ones.
     out[i] = stage_commit(*stripe[i], lease[i], q, to_unix_ms(q.now), &pre[i], entities, batch);
-    if (out[i].is_ok()) {
+    if (out[i].ok()) {
       if (leased) {
         lease[i]->second.staged = true;
       } else {
@@ -552,10 +552,10 @@ std::vector<Status> RocksStore::commit_batch(std::span<const CommitRequest> requ
   }
   if (landed.empty()) return out;
   Status w = write(batch);
-  land_entities(entities, w.is_ok());
+  land_entities(entities, w.ok());
   for (std::size_t i : landed) {
     const bool leased = lease[i] != stripe[i]->leases.end();
-    if (!w.is_ok()) {
+    if (!w.ok()) {
       out[i] = w;
       if (leased) lease[i]->second.staged = false;
       continue;
@@ -589,9 +589,9 @@ Status RocksStore::for_each(const std::function<void(std::string_view, TimePoint
       const auto e = expiry_of(std::string_view(v.data(), v.size()));
       visit(std::string_view(it->key().data(), it->key().size()), from_unix_ms(e.value_or(0)));
     }
-    if (Status st = to_status(it->status(), "scan"); !st.is_ok()) return st;
+    if (Status st = to_status(it->status(), "scan"); !st.ok()) return st;
   }
-  return Status::ok();
+  return ok_status();
 }
 
 StatusOr<CompactionReport> RocksStore::compact(TimePoint now) {
@@ -599,8 +599,8 @@ StatusOr<CompactionReport> RocksStore::compact(TimePoint now) {
   ::rocksdb::CompactRangeOptions o;
   o.bottommost_level_compaction = ::rocksdb::BottommostLevelCompaction::kForce;
   for (auto* cf : {done_cf_, retries_cf_}) {
-    if (Status st = to_status(db_->Flush(::rocksdb::FlushOptions(), cf), "flush"); !st.is_ok()) return st;
-    if (Status st = to_status(db_->CompactRange(o, cf, nullptr, nullptr), "compact"); !st.is_ok()) return st;
+    if (Status st = to_status(db_->Flush(::rocksdb::FlushOptions(), cf), "flush"); !st.ok()) return st;
+    if (Status st = to_status(db_->CompactRange(o, cf, nullptr, nullptr), "compact"); !st.ok()) return st;
   }
   return CompactionReport{filter->dropped.load()};
 }

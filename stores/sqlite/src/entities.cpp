@@ -65,7 +65,7 @@ Status revision_moved(std::uint64_t stored, std::uint64_t expected) {
 Status check_entity_write(const EntityWrite& w) {
   if (w.key.empty()) return invalid_argument("entity write: empty key");
   if (w.state && w.state->empty()) return invalid_argument("entity write: the new state must not be empty");
-  return Status::ok();
+  return ok_status();
 }
 
 std::vector<std::pair<Statement*, std::string_view>> SqliteStore::entity_statements() {
@@ -100,7 +100,7 @@ Status SqliteStore::check_staged_revision(const EntityWrite& w, EntityStaging& s
     if (!now.ok()) return now.status();
     it = st.emplace(w.key, StagedEntity{std::move(now).value(), false}).first;
   }
-  if (it->second.record.revision == w.expect_revision) return Status::ok();
+  if (it->second.record.revision == w.expect_revision) return ok_status();
   return revision_moved(it->second.record.revision, w.expect_revision);
 }
 
@@ -112,7 +112,7 @@ Status SqliteStore::stage_entity_write(const EntityWrite& w, EntityStaging& st) 
   if (w.version) r.version = *w.version;
   if (w.state) r.state = std::string(*w.state);
   if (w.unbuffer) return remove_buffered(w.key, *w.unbuffer);
-  return Status::ok();
+  return ok_status();
 }
 
 Status SqliteStore::write_staged(const EntityStaging& st) {
@@ -123,7 +123,7 @@ Status SqliteStore::write_staged(const EntityStaging& st) {
     u.blob(1, key).i64(2, bits(r.revision)).i64(3, bits(r.version)).blob(4, std::string_view(r.state));
     if (int rc = u.step(); rc != SQLITE_DONE) return error(rc, "writing an entity record in");
   }
-  return Status::ok();
+  return ok_status();
 }
 
 Status SqliteStore::write_entity_one(const EntityWrite& w) {
@@ -143,7 +143,7 @@ Status SqliteStore::write_entity_one(const EntityWrite& w) {
     return revision_moved(now->revision, w.expect_revision);
   }
   if (w.unbuffer) return remove_buffered(w.key, *w.unbuffer);
-  return Status::ok();
+  return ok_status();
 }
 
 StatusOr<EntityRecord> SqliteStore::read_entity(std::string_view key) {
@@ -152,11 +152,11 @@ StatusOr<EntityRecord> SqliteStore::read_entity(std::string_view key) {
 }
 
 Status SqliteStore::write_entity(const EntityWrite& w) {
-  if (Status s = check_entity_write(w); !s.is_ok()) return s;
+  if (Status s = check_entity_write(w); !s.ok()) return s;
   std::lock_guard lock(mu_);
   WriteScope scope(*this);
-  if (Status s = scope.start(); !s.is_ok()) return s;
-  if (Status s = write_entity_one(w); !s.is_ok()) return s;
+  if (Status s = scope.start(); !s.ok()) return s;
+  if (Status s = write_entity_one(w); !s.ok()) return s;
   return scope.finish();
 }
 
@@ -174,11 +174,11 @@ Status SqliteStore::remove_buffered(std::string_view key, std::uint64_t version)
     }
     if (rc != SQLITE_DONE) return error(rc, "removing a buffered message from");
   }
-  if (bytes < 0) return Status::ok();
+  if (bytes < 0) return ok_status();
   Use t(totals_add_);
   t.i64(1, -1).i64(2, -bytes);
   if (int rc = t.step(); rc != SQLITE_DONE) return error(rc, "updating the buffer totals in");
-  return Status::ok();
+  return ok_status();
 }
 
 Status SqliteStore::buffer_put_one(const BufferPut& p) {
@@ -187,7 +187,7 @@ Status SqliteStore::buffer_put_one(const BufferPut& p) {
     g.blob(1, p.key).i64(2, bits(p.version));
     const int rc = g.step();
     if (rc == SQLITE_ROW) {
-      if (g.column_blob(0) == p.id) return Status::ok();
+      if (g.column_blob(0) == p.id) return ok_status();
       return failed_precondition("buffer_put: version " + std::to_string(p.version) +
                                  " of this key is already buffered with another message id");
     }
@@ -225,7 +225,7 @@ Status SqliteStore::buffer_put_one(const BufferPut& p) {
   Use t(totals_add_);
   t.i64(1, 1).i64(2, clamp(entry));
   if (int rc = t.step(); rc != SQLITE_DONE) return error(rc, "updating the buffer totals in");
-  return Status::ok();
+  return ok_status();
 }
 
 namespace {
@@ -233,7 +233,7 @@ Status check_put(const BufferPut& p) {
   if (p.key.empty()) return invalid_argument("buffer_put: empty key");
   if (p.version == 0) return invalid_argument("buffer_put: version must be > 0");
   if (p.id.empty()) return invalid_argument("buffer_put: empty id");
-  return Status::ok();
+  return ok_status();
 }
 }  // namespace
 
@@ -245,18 +245,18 @@ std::vector<Status> SqliteStore::buffer_put_batch(std::span<const BufferPut> put
   auto fail_all = [&](const Status& s) { return std::vector<Status>(puts.size(), s); };
   std::lock_guard lock(mu_);
   WriteScope scope(*this);
-  if (Status s = scope.start(); !s.is_ok()) return fail_all(s);
+  if (Status s = scope.start(); !s.ok()) return fail_all(s);
   for (const BufferPut& p : puts) {
     Status s = check_put(p);
     // buffer_put_one answers a conflict or a limit before it writes anything.
-    if (s.is_ok()) s = buffer_put_one(p);
+    if (s.ok()) s = buffer_put_one(p);
     const StatusCode code = s.code();
-    if (!s.is_ok() && code != StatusCode::kInvalidArgument && code != StatusCode::kFailedPrecondition &&
+    if (!s.ok() && code != StatusCode::kInvalidArgument && code != StatusCode::kFailedPrecondition &&
         code != StatusCode::kResourceExhausted)
       return fail_all(s);  // an error of SQLite: nothing of the batch is kept
     out.push_back(std::move(s));
   }
-  if (Status s = scope.finish(); !s.is_ok()) return fail_all(s);
+  if (Status s = scope.finish(); !s.ok()) return fail_all(s);
   return out;
 }
 
@@ -273,7 +273,7 @@ Status SqliteStore::read_buffered(std::string_view key, bool high, std::size_t m
     e.buffered_at = from_ns(u.column_i64(3));
     out.push_back(std::move(e));
   }
-  return rc == SQLITE_DONE ? Status::ok() : error(rc, "reading the reorder buffer in");
+  return rc == SQLITE_DONE ? ok_status() : error(rc, "reading the reorder buffer in");
 }
 
 StatusOr<std::vector<BufferEntry>> SqliteStore::buffer_read(std::string_view key, std::size_t max) {
@@ -283,20 +283,20 @@ StatusOr<std::vector<BufferEntry>> SqliteStore::buffer_read(std::string_view key
   // One read transaction, so that both ranges come from one snapshot.
   const bool outer = sqlite3_get_autocommit(conn_.db) != 0;
   if (outer) {
-    if (Status s = run(begin_read_, "starting a read transaction on"); !s.is_ok()) return s;
+    if (Status s = run(begin_read_, "starting a read transaction on"); !s.ok()) return s;
   }
   Status s = read_buffered(key, false, max, out);
-  if (s.is_ok() && out.size() < max) s = read_buffered(key, true, max - out.size(), out);
+  if (s.ok() && out.size() < max) s = read_buffered(key, true, max - out.size(), out);
   if (outer && sqlite3_get_autocommit(conn_.db) == 0) (void)run(commit_, "ending a read transaction on");
-  if (!s.is_ok()) return s;
+  if (!s.ok()) return s;
   return out;
 }
 
 Status SqliteStore::buffer_remove(std::string_view key, std::uint64_t version) {
   std::lock_guard lock(mu_);
   WriteScope scope(*this);
-  if (Status s = scope.start(); !s.is_ok()) return s;
-  if (Status s = remove_buffered(key, version); !s.is_ok()) return s;
+  if (Status s = scope.start(); !s.ok()) return s;
+  if (Status s = remove_buffered(key, version); !s.ok()) return s;
   return scope.finish();
 }
 
@@ -305,7 +305,7 @@ StatusOr<BufferSummary> SqliteStore::buffer_summary(std::size_t max_keys) {
   std::lock_guard lock(mu_);
   const bool outer = sqlite3_get_autocommit(conn_.db) != 0;
   if (outer) {
-    if (Status s = run(begin_read_, "starting a read transaction on"); !s.is_ok()) return s;
+    if (Status s = run(begin_read_, "starting a read transaction on"); !s.ok()) return s;
   }
   auto read = [&]() -> Status {
     {
@@ -315,7 +315,7 @@ StatusOr<BufferSummary> SqliteStore::buffer_summary(std::size_t max_keys) {
       out.count = static_cast<std::size_t>(t.column_i64(0));
       out.bytes = static_cast<std::size_t>(t.column_i64(1));
     }
-    if (max_keys == 0 || out.count == 0) return Status::ok();
+    if (max_keys == 0 || out.count == 0) return ok_status();
     Use u(buffer_keys_);
     u.i64(1, clamp(max_keys));
     int rc;
@@ -327,11 +327,11 @@ StatusOr<BufferSummary> SqliteStore::buffer_summary(std::size_t max_keys) {
       k.oldest_at = from_ns(u.column_i64(3));
       out.keys.push_back(std::move(k));
     }
-    return rc == SQLITE_DONE ? Status::ok() : error(rc, "summarising the reorder buffer in");
+    return rc == SQLITE_DONE ? ok_status() : error(rc, "summarising the reorder buffer in");
   };
   Status s = read();
   if (outer && sqlite3_get_autocommit(conn_.db) == 0) (void)run(commit_, "ending a read transaction on");
-  if (!s.is_ok()) return s;
+  if (!s.ok()) return s;
   return out;
 }
 

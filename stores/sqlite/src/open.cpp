@@ -49,12 +49,12 @@ Status validate(const Options& o) {
   if (o.busy_timeout.count() > INT32_MAX) return invalid_argument("sqlite: busy_timeout is too large");
   if (o.cache_mib <= 0) return invalid_argument("sqlite: cache_mib must be > 0");
   if (o.cache_mib > INT64_MAX / 1024) return invalid_argument("sqlite: cache_mib is too large");
-  return Status::ok();
+  return ok_status();
 }
 
 // Turns an error of the set-up into one that names the cause a user can act on.
 Status explain(Status s, const Options& o) {
-  if (s.is_ok()) return s;
+  if (s.ok()) return s;
   if (const std::string why = read_only_reason(o.path); !why.empty())
     return unavailable("sqlite: cannot open " + o.path + " for writing: " + why + " (" + s.message() + ")");
   return s;
@@ -85,22 +85,22 @@ StatusOr<std::shared_ptr<Store>> open_connection(const Options& o) {
   if (auto r = pragma(raw, o.path, "PRAGMA cache_size=-" + std::to_string(o.cache_mib * 1024)); !r.ok())
     return explain(r.status(), o);
   // Also takes (and, with leases=local, keeps) the write lock.
-  if (Status s = detail::ensure_schema(raw, o.path); !s.is_ok()) return explain(std::move(s), o);
+  if (Status s = detail::ensure_schema(raw, o.path); !s.ok()) return explain(std::move(s), o);
   conn.db = nullptr;  // the store owns it from here
   auto store = std::make_shared<detail::SqliteStore>(raw, o);
-  if (Status s = store->prepare(); !s.is_ok()) return s;
+  if (Status s = store->prepare(); !s.ok()) return s;
   return std::shared_ptr<Store>(std::move(store));
 }
 
 }  // namespace
 
 StatusOr<std::shared_ptr<Store>> open(const Options& options) {
-  if (Status s = validate(options); !s.is_ok()) return s;
+  if (Status s = validate(options); !s.ok()) return s;
   return open_connection(options);
 }
 
 StatusOr<std::shared_ptr<Store>> open(const StoreUri& uri) {
-  if (Status s = uri.check_params({"leases", "busy_timeout_ms", "synchronous", "cache_mib"}); !s.is_ok()) return s;
+  if (Status s = uri.check_params({"leases", "busy_timeout_ms", "synchronous", "cache_mib"}); !s.ok()) return s;
   if (uri.body.empty()) return invalid_argument("sqlite: needs a path, e.g. sqlite:/var/lib/app/idem.db");
   Options o;
   o.path = uri.body;

@@ -88,16 +88,16 @@ Status drop_expires_index(sqlite3* db, const std::string& path) {
     if (rc != SQLITE_ROW && rc != SQLITE_DONE) return sqlite_status(rc, db, "reading the layout", path);
     present = rc == SQLITE_ROW;
   }
-  if (!present) return Status::ok();
+  if (!present) return ok_status();
   if (int rc = exec(db, std::string(kDropExpiresIndex).c_str()); rc != SQLITE_OK)
     return sqlite_status(rc, db, "dropping the unused expiry index", path);
-  return Status::ok();
+  return ok_status();
 }
 
 // Returns kDataLoss unless `table` has exactly the columns `expected`.
 Status check_columns(const std::string& path, const std::string& table, const std::set<std::string>& found,
                      const std::set<std::string>& expected) {
-  if (found == expected) return Status::ok();
+  if (found == expected) return ok_status();
   return data_loss("sqlite: " + path + " has a table " + table + " of a foreign layout (columns: " + join(found) +
                    "; idem expects " + join(expected) + ")");
 }
@@ -120,7 +120,7 @@ const std::vector<std::pair<std::string, std::set<std::string>>>& v2_tables() {
 
 Status write_version(sqlite3* db, const std::string& path, const char* sql) {
   if (int rc = exec(db, sql); rc != SQLITE_OK) return sqlite_status(rc, db, "writing the schema version", path);
-  return Status::ok();
+  return ok_status();
 }
 
 // Adds the tables of version 2 to a version-1 file and records version 2. A file of
@@ -146,7 +146,7 @@ Status check_v2(sqlite3* db, const std::string& path) {
     if (!found.ok()) return found.status();
     if (found->empty())
       return data_loss("sqlite: " + path + " is of idem sqlite schema version 2 but has no table " + table);
-    if (Status s = check_columns(path, table, *found, cols); !s.is_ok()) return s;
+    if (Status s = check_columns(path, table, *found, cols); !s.ok()) return s;
   }
   Statement s;
   if (int rc = s.prepare(db, "SELECT count(*) FROM idem_buffer_totals WHERE one = 1"); rc != SQLITE_OK)
@@ -155,7 +155,7 @@ Status check_v2(sqlite3* db, const std::string& path) {
   if (int rc = u.step(); rc != SQLITE_ROW) return sqlite_status(rc, db, "reading the layout", path);
   if (u.column_i64(0) != 1)
     return data_loss("sqlite: " + path + " has a table idem_buffer_totals without its totals row");
-  return Status::ok();
+  return ok_status();
 }
 
 // REQUIRES: inside a write transaction.
@@ -212,11 +212,11 @@ Status check_or_create(sqlite3* db, const std::string& path) {
 Status ensure_schema(sqlite3* db, const std::string& path) {
   if (int rc = exec(db, "BEGIN IMMEDIATE"); rc != SQLITE_OK) return sqlite_status(rc, db, "opening", path);
   Status s = check_or_create(db, path);
-  if (s.is_ok()) s = drop_expires_index(db, path);
-  if (s.is_ok()) {
+  if (s.ok()) s = drop_expires_index(db, path);
+  if (s.ok()) {
     if (int rc = exec(db, "COMMIT"); rc != SQLITE_OK) s = sqlite_status(rc, db, "creating the idem tables", path);
   }
-  if (!s.is_ok()) (void)exec(db, "ROLLBACK");
+  if (!s.ok()) (void)exec(db, "ROLLBACK");
   return s;
 }
 

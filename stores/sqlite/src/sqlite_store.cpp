@@ -105,7 +105,7 @@ Status SqliteStore::prepare() {
       return error(rc, "preparing statements for");
     }
   }
-  return Status::ok();
+  return ok_status();
 }
 
 StoreCapabilities SqliteStore::capabilities() const {
@@ -125,11 +125,11 @@ Status SqliteStore::error(int rc, std::string_view what) const {
 Status SqliteStore::run(const Statement& s, std::string_view what) {
   Use u(s);
   const int rc = u.step();
-  return rc == SQLITE_DONE || rc == SQLITE_ROW ? Status::ok() : error(rc, what);
+  return rc == SQLITE_DONE || rc == SQLITE_ROW ? ok_status() : error(rc, what);
 }
 
 Status SqliteStore::fault(std::string_view point) const {
-  return options_.fault_hook ? options_.fault_hook(point) : Status::ok();
+  return options_.fault_hook ? options_.fault_hook(point) : ok_status();
 }
 
 // --- WriteScope ------------------------------------------------------------------
@@ -137,13 +137,13 @@ Status SqliteStore::fault(std::string_view point) const {
 Status SqliteStore::WriteScope::start() {
   nested_ = sqlite3_get_autocommit(s_.conn_.db) == 0;
   Status st = s_.run(nested_ ? s_.savepoint_ : s_.begin_immediate_, "starting a write transaction on");
-  open_ = st.is_ok();
+  open_ = st.ok();
   return st;
 }
 
 Status SqliteStore::WriteScope::finish() {
   Status st = s_.run(nested_ ? s_.release_savepoint_ : s_.commit_, "committing to");
-  if (st.is_ok()) open_ = false;
+  if (st.ok()) open_ = false;
   return st;
 }
 
@@ -265,7 +265,7 @@ Status check_claim(const ClaimRequest& q) {
   if (q.id.empty()) return invalid_argument("claim: empty id");
   if (q.lease.count() <= 0) return invalid_argument("claim: lease must be > 0");
   if (q.entity_key && q.entity_key->empty()) return invalid_argument("claim: empty entity key");
-  return Status::ok();
+  return ok_status();
 }
 }  // namespace
 
@@ -273,18 +273,18 @@ Status check_commit(const CommitRequest& q) {
   if (q.id.empty()) return invalid_argument("commit: empty id");
   if (q.ttl.count() <= 0) return invalid_argument("commit: ttl must be > 0");
   if (q.entity) return check_entity_write(*q.entity);
-  return Status::ok();
+  return ok_status();
 }
 
 StatusOr<ClaimResult> SqliteStore::claim(const ClaimRequest& q) {
-  if (Status s = check_claim(q); !s.is_ok()) return s;
+  if (Status s = check_claim(q); !s.ok()) return s;
   std::lock_guard lock(mu_);
   if (!shared()) return claim_one(q);
   WriteScope w(*this);
-  if (Status s = w.start(); !s.is_ok()) return s;
+  if (Status s = w.start(); !s.ok()) return s;
   auto r = claim_one(q);
   if (!r.ok()) return r;
-  if (Status s = w.finish(); !s.is_ok()) return s;
+  if (Status s = w.finish(); !s.ok()) return s;
   return r;
 }
 
@@ -300,10 +300,10 @@ std::vector<StatusOr<ClaimResult>> SqliteStore::claim_batch(std::span<const Clai
   if (shared()) {
     // One write transaction for every claim; an error of SQLite fails them all.
     WriteScope w(*this);
-    if (Status s = w.start(); !s.is_ok()) return fail_all(s);
+    if (Status s = w.start(); !s.ok()) return fail_all(s);
     std::map<std::string, EntityRecord, std::less<>> seen;
     for (const auto& q : requests) {
-      if (Status s = check_claim(q); !s.is_ok()) {
+      if (Status s = check_claim(q); !s.ok()) {
         out.emplace_back(s);
         continue;
       }
@@ -311,17 +311,17 @@ std::vector<StatusOr<ClaimResult>> SqliteStore::claim_batch(std::span<const Clai
       if (!r.ok()) return fail_all(r.status());
       out.push_back(std::move(r));
     }
-    if (Status s = w.finish(); !s.is_ok()) return fail_all(s);
+    if (Status s = w.finish(); !s.ok()) return fail_all(s);
     return out;
   }
   // Local leases: one read transaction for every row; leases are granted in memory.
   const bool outer = sqlite3_get_autocommit(conn_.db) != 0;
   if (outer) {
-    if (Status s = run(begin_read_, "starting a read transaction on"); !s.is_ok()) return fail_all(s);
+    if (Status s = run(begin_read_, "starting a read transaction on"); !s.ok()) return fail_all(s);
   }
   std::map<std::string, EntityRecord, std::less<>> seen;
   for (const auto& q : requests) {
-    if (Status s = check_claim(q); !s.is_ok()) {
+    if (Status s = check_claim(q); !s.ok()) {
       out.emplace_back(s);
       continue;
     }
@@ -348,7 +348,7 @@ Status SqliteStore::commit_one(const CommitRequest& q) {
     u.blob(1, q.id).i64(2, state).fingerprint(3, q.fingerprint).blob(4, q.result).i64(5, expires);
     if (!insert) u.i64(6, now).blob(7, q.owner);
     if (int rc = u.step(); rc != SQLITE_DONE) return error(rc, "committing to");
-    if (sqlite3_changes(conn_.db) > 0) return Status::ok();
+    if (sqlite3_changes(conn_.db) > 0) return ok_status();
   }
   auto row = read_row(q.id);
   if (!row.ok()) return row.status();
@@ -359,23 +359,23 @@ Status SqliteStore::commit_one(const CommitRequest& q) {
 }
 
 Status SqliteStore::commit_with_entity(const CommitRequest& q) {
-  if (Status s = fault("commit.before_write"); !s.is_ok()) return s;
-  if (Status s = commit_one(q); !s.is_ok()) return s;
-  if (Status s = fault("commit.after_record"); !s.is_ok()) return s;
-  if (!q.entity) return Status::ok();
-  if (Status s = write_entity_one(*q.entity); !s.is_ok()) return s;
+  if (Status s = fault("commit.before_write"); !s.ok()) return s;
+  if (Status s = commit_one(q); !s.ok()) return s;
+  if (Status s = fault("commit.after_record"); !s.ok()) return s;
+  if (!q.entity) return ok_status();
+  if (Status s = write_entity_one(*q.entity); !s.ok()) return s;
   return fault("commit.after_entity");
 }
 
 Status SqliteStore::commit(const CommitRequest& q) {
-  if (Status s = check_commit(q); !s.is_ok()) return s;
+  if (Status s = check_commit(q); !s.ok()) return s;
   std::lock_guard lock(mu_);
   WriteScope w(*this);
-  if (Status s = w.start(); !s.is_ok()) return s;
-  if (Status s = commit_with_entity(q); !s.is_ok()) return s;
-  if (Status s = w.finish(); !s.is_ok()) return s;
+  if (Status s = w.start(); !s.ok()) return s;
+  if (Status s = commit_with_entity(q); !s.ok()) return s;
+  if (Status s = w.finish(); !s.ok()) return s;
   forget_lease(q.id);
-  return Status::ok();
+  return ok_status();
 }
 
 std::vector<Status> SqliteStore::commit_batch(std::span<const CommitRequest> requests) {
@@ -384,8 +384,8 @@ std::vector<Status> SqliteStore::commit_batch(std::span<const CommitRequest> req
   auto fail_all = [&](const Status& s) { return std::vector<Status>(requests.size(), s); };
   std::lock_guard lock(mu_);
   WriteScope w(*this);
-  if (Status s = w.start(); !s.is_ok()) return fail_all(s);
-  if (Status s = fault("commit_batch.before_write"); !s.is_ok()) return fail_all(s);
+  if (Status s = w.start(); !s.ok()) return fail_all(s);
+  if (Status s = fault("commit_batch.before_write"); !s.ok()) return fail_all(s);
   bool first = true;
   EntityStaging staged;
   std::unordered_set<std::string_view> broken;  // capabilities().entity_chains
@@ -395,35 +395,35 @@ std::vector<Status> SqliteStore::commit_batch(std::span<const CommitRequest> req
       continue;
     }
     Status s = check_commit(q);
-    if (s.is_ok() && q.entity) {
+    if (s.ok() && q.entity) {
       // The record and the entity write of one item land together or not at all: the
       // revision is checked before anything of the item is written, and nothing else
       // can write between the check and the write (one write transaction, mu_ held).
       s = check_staged_revision(*q.entity, staged);
-      if (s.is_ok()) s = commit_one(q);
-      if (s.is_ok()) {
+      if (s.ok()) s = commit_one(q);
+      if (s.ok()) {
         s = stage_entity_write(*q.entity, staged);
-        if (!s.is_ok()) return fail_all(s);
+        if (!s.ok()) return fail_all(s);
       }
-    } else if (s.is_ok()) {
+    } else if (s.ok()) {
       s = commit_one(q);
     }
     const auto code = s.code();
-    if (!s.is_ok() && code != StatusCode::kFailedPrecondition && code != StatusCode::kInvalidArgument &&
+    if (!s.ok() && code != StatusCode::kFailedPrecondition && code != StatusCode::kInvalidArgument &&
         code != StatusCode::kAborted)
       return fail_all(s);  // an error of SQLite: nothing of the batch is kept
-    if (q.entity && !s.is_ok()) broken.insert(q.entity->key);
+    if (q.entity && !s.ok()) broken.insert(q.entity->key);
     out.push_back(std::move(s));
-    if (first && out.back().is_ok()) {
+    if (first && out.back().ok()) {
       first = false;
-      if (Status f = fault("commit_batch.after_first"); !f.is_ok()) return fail_all(f);
+      if (Status f = fault("commit_batch.after_first"); !f.ok()) return fail_all(f);
     }
   }
-  if (Status s = write_staged(staged); !s.is_ok()) return fail_all(s);
-  if (Status s = fault("commit_batch.before_commit"); !s.is_ok()) return fail_all(s);
-  if (Status s = w.finish(); !s.is_ok()) return fail_all(s);
+  if (Status s = write_staged(staged); !s.ok()) return fail_all(s);
+  if (Status s = fault("commit_batch.before_commit"); !s.ok()) return fail_all(s);
+  if (Status s = w.finish(); !s.ok()) return fail_all(s);
   for (std::size_t i = 0; i < requests.size(); ++i)
-    if (out[i].is_ok()) forget_lease(requests[i].id);
+    if (out[i].ok()) forget_lease(requests[i].id);
   return out;
 }
 
@@ -434,7 +434,7 @@ Status SqliteStore::write_pending(std::string_view id, std::uint32_t retries, st
   Use u(upsert_pending_);
   u.blob(1, id).fingerprint(2, fingerprint).i64(3, retries).i64(4, expires_ms);
   const int rc = u.step();
-  return rc == SQLITE_DONE ? Status::ok() : error(rc, "recording a retry in");
+  return rc == SQLITE_DONE ? ok_status() : error(rc, "recording a retry in");
 }
 
 StatusOr<std::uint32_t> SqliteStore::release_one(const ReleaseRequest& q, bool& drop_lease) {
@@ -454,7 +454,7 @@ StatusOr<std::uint32_t> SqliteStore::release_one(const ReleaseRequest& q, bool& 
   if (q.count_retry || (drop_lease && before > 0)) {
     // A counted retry is kept until now + retry_ttl; an uncounted one keeps its expiry.
     const std::int64_t expires = q.count_retry ? now + q.retry_ttl.count() : row->expires_ms;
-    if (Status s = write_pending(q.id, after, expires, fp); !s.is_ok()) return s;
+    if (Status s = write_pending(q.id, after, expires, fp); !s.ok()) return s;
   } else if (shared() && drop_lease) {
     Use u(delete_row_);
     u.blob(1, q.id);
@@ -468,11 +468,11 @@ StatusOr<std::uint32_t> SqliteStore::release(const ReleaseRequest& q) {
   if (q.count_retry && q.retry_ttl.count() <= 0) return invalid_argument("release: retry_ttl must be > 0");
   std::lock_guard lock(mu_);
   WriteScope w(*this);
-  if (Status s = w.start(); !s.is_ok()) return s;
+  if (Status s = w.start(); !s.ok()) return s;
   bool drop_lease = false;
   auto r = release_one(q, drop_lease);
   if (!r.ok()) return r;
-  if (Status s = w.finish(); !s.is_ok()) return s;
+  if (Status s = w.finish(); !s.ok()) return s;
   if (drop_lease) forget_lease(q.id);
   return r;
 }
@@ -488,10 +488,10 @@ Status SqliteStore::extend(const ExtendRequest& q) {
       return failed_precondition("extend: the lease is not held by this owner");
     if (it->second.until_ms <= now) return failed_precondition("extend: the lease expired");
     it->second.until_ms = until;
-    return Status::ok();
+    return ok_status();
   }
   WriteScope w(*this);
-  if (Status s = w.start(); !s.is_ok()) return s;
+  if (Status s = w.start(); !s.ok()) return s;
   auto row = read_row(q.id);
   if (!row.ok()) return row.status();
   if (!*row || (*row)->state != kRowInProgress || (*row)->owner != q.owner)
@@ -591,11 +591,11 @@ StatusOr<std::size_t> SqliteStore::purge_expired(TimePoint now, std::size_t max_
       max_records > (kScanMax - kScanMin) / kScanFactor ? kScanMax : kScanFactor * max_records + kScanMin;
   std::lock_guard lock(mu_);
   WriteScope w(*this);
-  if (Status s = w.start(); !s.is_ok()) return s;
+  if (Status s = w.start(); !s.ok()) return s;
   std::optional<std::string> next_cursor;
   auto removed = purge_rows(now_ms, max_records, scan_limit, next_cursor);
   if (!removed.ok()) return removed.status();
-  if (Status s = w.finish(); !s.is_ok()) return s;
+  if (Status s = w.finish(); !s.ok()) return s;
   purge_cursor_ = std::move(next_cursor);
   // Expired local leases are records too (an abandoned claim).
   if (!shared() && *removed < max_records) *removed += purge_leases(now_ms, max_records - *removed);

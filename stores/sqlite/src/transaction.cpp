@@ -41,7 +41,7 @@ StatusOr<std::unique_ptr<StoreTransaction>> SqliteStore::begin(TimePoint) {
   std::unique_lock lock(mu_);
   if (sqlite3_get_autocommit(conn_.db) == 0)
     return failed_precondition("sqlite: begin: a transaction is already open on this thread");
-  if (Status s = run(begin_immediate_, "starting a transaction on"); !s.is_ok()) return s;
+  if (Status s = run(begin_immediate_, "starting a transaction on"); !s.ok()) return s;
   return std::unique_ptr<StoreTransaction>(new SqliteTransaction(shared_from_this(), std::move(lock)));
 }
 
@@ -51,14 +51,14 @@ Status SqliteStore::commit_transaction(const CommitRequest& q) {
         "sqlite: the transaction was ended by the handler (COMMIT or ROLLBACK through the connection); "
         "nothing was committed by idem");
   Status s = check_commit(q);
-  if (s.is_ok()) s = commit_with_entity(q);
-  if (s.is_ok()) s = run(commit_, "committing to");
-  if (!s.is_ok()) {
+  if (s.ok()) s = commit_with_entity(q);
+  if (s.ok()) s = run(commit_, "committing to");
+  if (!s.ok()) {
     rollback_transaction();
     return s;
   }
   forget_lease(q.id);
-  return Status::ok();
+  return ok_status();
 }
 
 void SqliteStore::rollback_transaction() {

@@ -21,7 +21,7 @@ StatusOr<std::unique_ptr<RedisCluster>> RedisCluster::start(int masters, int rep
   auto rc = run_program(argv, log, 60'000);
   if (!rc.ok()) return rc.status();
   if (*rc != 0) return unavailable("redis-cli --cluster create failed (exit " + std::to_string(*rc) + "), see " + log.string());
-  if (Status s = c->wait_ok(30'000); !s.is_ok()) return s;
+  if (Status s = c->wait_ok(30'000); !s.ok()) return s;
   // Replicas in sync: every replica's link to its master is up.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   for (auto& n : c->nodes_) {
@@ -87,7 +87,7 @@ Status RedisCluster::wait_ok(int timeout_ms) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   }
-  return Status::ok();
+  return ok_status();
 }
 
 }  // namespace idem::redis_test

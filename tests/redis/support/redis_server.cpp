@@ -99,7 +99,7 @@ StatusOr<std::unique_ptr<RedisServer>> RedisServer::start(ServerConfig config) {
     s->port_ = static_cast<std::uint16_t>(free_port());
     if (s->port_ == 0) continue;
     last = s->launch();
-    if (last.is_ok()) return s;
+    if (last.ok()) return s;
   }
   return last;
 }
@@ -134,7 +134,7 @@ Status RedisServer::launch() {
   pid_ = spawn(argv, dir_ / "stdout.log");
   if (pid_ < 0) return unavailable("fork failed");
   Status s = wait_ready(10'000);
-  if (!s.is_ok()) kill();
+  if (!s.ok()) kill();
   return s;
 }
 
@@ -149,7 +149,7 @@ Status RedisServer::wait_ready(int timeout_ms) {
                          (dir_ / "redis.log").string() + ")");
     }
     auto r = command({"PING"});
-    if (r.ok() && r->type == Reply::Type::kStatus && r->str == "PONG") return Status::ok();
+    if (r.ok() && r->type == Reply::Type::kStatus && r->str == "PONG") return ok_status();
     last = r.ok() ? unavailable("PING answered " + r->str) : r.status();
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }

@@ -188,7 +188,7 @@ class ClusterExecutor final : public Executor {
   // thread refreshed since generation `seen` (0: always).
   Status refresh(const std::optional<Endpoint>& hint, std::uint64_t seen) {
     std::lock_guard refreshing(refresh_mu_);
-    if (seen != 0 && generation() != seen) return Status::ok();
+    if (seen != 0 && generation() != seen) return ok_status();
     Status last = unavailable("redis cluster: no node to read the slot map from");
     for (const Endpoint& e : candidates(hint)) {
       auto pool = pool_for(e);
@@ -220,7 +220,7 @@ class ClusterExecutor final : public Executor {
       std::unique_lock lock(map_mu_);
       map_ = std::make_shared<const SlotMap>(std::move(m).value());
       ++generation_;
-      return Status::ok();
+      return ok_status();
     }
     return last;
   }
@@ -246,7 +246,7 @@ class ClusterExecutor final : public Executor {
 
 StatusOr<std::unique_ptr<Executor>> make_cluster_executor(const Options& o, const ConnectOptions& co) {
   auto e = std::make_unique<ClusterExecutor>(o, co);
-  if (Status s = e->init(); !s.is_ok()) return s;
+  if (Status s = e->init(); !s.ok()) return s;
   return std::unique_ptr<Executor>(std::move(e));
 }
 
