@@ -1,4 +1,4 @@
-// The entity gates of the pipeline (DESIGN.md §5, §6): version ordering, the durable
+// The entity gates of the pipeline (docs/design.md §5, §6): version ordering, the durable
 // reorder buffer with its drain and gap policy, the state machine, the watermark.
 #include <algorithm>
 #include <cstring>

@@ -1,4 +1,4 @@
-// The pipeline of DESIGN.md §2, shared by engine.cpp (dedup, guarantees, batches) and
+// The pipeline of docs/design.md §2, shared by engine.cpp (dedup, guarantees, batches) and
 // entity_gate.cpp (ordering, state machines, the reorder buffer). Internal.
 #pragma once
 

@@ -1,4 +1,4 @@
-// Build-time checks of a consumer's configuration (DESIGN.md §2: contradictory
+// Build-time checks of a consumer's configuration (docs/design.md §2: contradictory
 // options fail at start-up with a message that names the option).
 #include "validate_options.hpp"
 
@@ -10,7 +10,7 @@ namespace idem::detail {
 
 namespace {
 
-// Ordering and state machines (DESIGN.md §5, §6).
+// Ordering and state machines (docs/design.md §5, §6).
 Status validate_ordering(const ConsumerOptions& o, const ExtractorSet& x) {
   const OrderingOptions& ord = o.ordering;
   const std::string mode(ordering_name(ord.mode));

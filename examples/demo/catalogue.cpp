@@ -43,7 +43,7 @@ idem::Extractors<StatusEvent> status_extractors() {
   return x;
 }
 
-// The product machine of DESIGN.md §6 (examples/machines/product.yaml), in C++.
+// The product machine of docs/design.md §6 (examples/machines/product.yaml), in C++.
 std::optional<idem::TransitionTable> product_machine() {
   using namespace idem::dsl;
   idem::BuildResult r = idem::Machine("product")

@@ -9,7 +9,7 @@
 
 namespace idem {
 
-// What the adapter does with the delivery (DESIGN.md §2).
+// What the adapter does with the delivery (docs/design.md §2).
 enum class Action {
   kAck,         // ack / commit the offset
   kRetry,       // negative-ack / leave pending; redeliver after Decision::delay

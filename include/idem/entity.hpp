@@ -1,4 +1,4 @@
-// Per-entity records of the store contract (DESIGN.md §4–§6): what ordering and state
+// Per-entity records of the store contract (docs/design.md §4–§6): what ordering and state
 // machines keep per entity key, and the durable reorder buffer of early versions.
 //
 // An entity record holds the applied version and the state-machine state of one key.

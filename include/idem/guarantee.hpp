@@ -1,4 +1,4 @@
-// Processing guarantees (DESIGN.md §2).
+// Processing guarantees (docs/design.md §2).
 #pragma once
 
 #include <optional>

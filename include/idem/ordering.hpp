@@ -1,4 +1,4 @@
-// Version ordering per entity (DESIGN.md §5): the modes, the gap policy, and what the
+// Version ordering per entity (docs/design.md §5): the modes, the gap policy, and what the
 // consumer reports about messages that leave the reorder buffer.
 #pragma once
 

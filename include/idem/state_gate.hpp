@@ -1,4 +1,4 @@
-// StateGate: what the pipeline asks a business state machine (DESIGN.md §6). The
+// StateGate: what the pipeline asks a business state machine (docs/design.md §6). The
 // statemachine component implements it for a TransitionTable (idem::machine_gate() in
 // statemachine/include/idem/machine_gate.hpp); the core needs only this interface.
 #pragma once

@@ -1,4 +1,4 @@
-// The store contract (DESIGN.md §4). Every backend implements Store and passes the
+// The store contract (docs/design.md §4). Every backend implements Store and passes the
 // conformance suite in tests/conformance/.
 //
 // Ids are arbitrary bytes (NUL and non-UTF-8 included). Times are passed in by the

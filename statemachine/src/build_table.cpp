@@ -1,5 +1,5 @@
 // build_table(): validation of a declaration and construction of its TransitionTable,
-// including the reachability answers (DESIGN.md §6), precomputed per (state, event).
+// including the reachability answers (docs/design.md §6), precomputed per (state, event).
 #include <algorithm>
 #include <cstdint>
 #include <functional>

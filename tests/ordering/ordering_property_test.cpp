@@ -1,4 +1,4 @@
-// Property test of version ordering (DESIGN.md §5, issue 5) through every store:
+// Property test of version ordering (docs/design.md §5, issue 5) through every store:
 // random permutations of versions 1..N (N in 2..12) for many keys, delivered with
 // random duplicates, redeliveries of messages whose decision was retry (later in the
 // stream, as a broker does), random handler failures, random process_batch calls and,

@@ -1,6 +1,6 @@
 // Strict ordering with two consumers on one store (two processes of one service): a
 // successor buffered by consumer B must be drained when consumer A commits its
-// predecessor, as DESIGN.md §5 says ("when the missing version is processed, the
+// predecessor, as docs/design.md §5 says ("when the missing version is processed, the
 // buffered successors are drained in order"), not only at the next tick().
 //
 // The interleaving is made deterministic by delivering v2 to B from inside A's handler

@@ -1,5 +1,5 @@
 // `idem replay` on the memory store: the exact output for duplicates, failures and
-// backoff, the retry cap, TTL expiry by at_ms, and the guarantees (DESIGN.md §8).
+// backoff, the retry cap, TTL expiry by at_ms, and the guarantees (docs/design.md §8).
 #include <gtest/gtest.h>
 
 #include <string>

@@ -1,4 +1,4 @@
-// `idem replay` with --ordering and --machine (DESIGN.md §8): the exact output for
+// `idem replay` with --ordering and --machine (docs/design.md §8): the exact output for
 // out-of-order versions, drains, gap policies, the watermark and the field's example.
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-// TransitionTable: the run-time lookups and the three answers of DESIGN.md §6.
+// TransitionTable: the run-time lookups and the three answers of docs/design.md §6.
 #include "idem/transition_table.hpp"
 
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// The exact semantics of each processing guarantee (DESIGN.md §2 table).
+// The exact semantics of each processing guarantee (docs/design.md §2 table).
 #include <atomic>
 #include <stdexcept>
 

@@ -1,4 +1,4 @@
-// The handler that `idem replay` runs for every delivery (DESIGN.md §8).
+// The handler that `idem replay` runs for every delivery (docs/design.md §8).
 #pragma once
 
 #include <vector>

@@ -14,7 +14,7 @@ namespace idem::cli {
 // Runs a parsed subcommand. Returns the process exit status (exit_codes.hpp).
 using Runner = std::function<int()>;
 
-// `idem replay`: runs a trace through a consumer (DESIGN.md §8, replay_command.cpp).
+// `idem replay`: runs a trace through a consumer (docs/design.md §8, replay_command.cpp).
 void add_replay_command(CLI::App& app, Runner& selected);
 
 // `idem buffer show|list`: the reorder buffer of a store (buffer_command.cpp).

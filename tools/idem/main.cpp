@@ -1,4 +1,4 @@
-// The idem command: subcommands over the library (DESIGN.md §8). Each subcommand lives
+// The idem command: subcommands over the library (docs/design.md §8). Each subcommand lives
 // in its own <name>_command.cpp and registers itself in commands.hpp.
 #include <CLI/CLI.hpp>
 #include <exception>

@@ -1,5 +1,5 @@
 // `idem replay`: runs a trace (one delivery per line) through an idem::Consumer and
-// writes its effects and decisions (DESIGN.md §8; tools/idem/README.md).
+// writes its effects and decisions (docs/design.md §8; tools/idem/README.md).
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-// The command line of `idem replay` (DESIGN.md §8): options → ReplaySettings, the
+// The command line of `idem replay` (docs/design.md §8): options → ReplaySettings, the
 // trace file, then run_replay().
 #include <CLI/CLI.hpp>
 #include <cerrno>

@@ -1,4 +1,4 @@
-// Writes the replay output of DESIGN.md §8: one compact JSON object per line, keys in
+// Writes the replay output of docs/design.md §8: one compact JSON object per line, keys in
 // the documented order, fields that do not apply omitted.
 #pragma once
 

@@ -1,4 +1,4 @@
-// One line of a replay trace (DESIGN.md §8): a JSON object describing one delivery.
+// One line of a replay trace (docs/design.md §8): a JSON object describing one delivery.
 #pragma once
 
 #include <cstdint>
@@ -38,7 +38,7 @@ struct ParsedLine {
 };
 
 // Parses one line of a trace (without its line terminator; a trailing '\r' is
-// ignored). Never throws. Fields not named in DESIGN.md §8 are ignored, so traces may
+// ignored). Never throws. Fields not named in docs/design.md §8 are ignored, so traces may
 // carry their own annotations.
 ParsedLine parse_trace_line(std::string_view text);
 

@@ -1,4 +1,4 @@
-// TransitionTable: a validated business state machine (DESIGN.md §6), with states and
+// TransitionTable: a validated business state machine (docs/design.md §6), with states and
 // events interned to small integer ids, so that the run-time check is an array lookup.
 //
 // Built by build_table() (machine_spec.hpp) from a declaration in C++ (machine_dsl.hpp)
@@ -27,7 +27,7 @@ using EventId = std::uint16_t;
 inline constexpr StateId kNoState = 0xFFFF;
 inline constexpr EventId kNoEvent = 0xFFFF;
 
-// The answer of the table for an event in a state (DESIGN.md §6).
+// The answer of the table for an event in a state (docs/design.md §6).
 enum class Verdict : std::uint8_t {
   kApply,        // the table has the transition: apply it
   kNotYetValid,  // not here, but a state reachable from here accepts it: retry later
