@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "log.hpp"
+#include "prometheus.hpp"
 
 namespace idem {
 namespace {
@@ -15,6 +16,10 @@ std::size_t bucket_of(std::chrono::nanoseconds d) {
   auto it = std::lower_bound(kLatencyBucketsSeconds.begin(), kLatencyBucketsSeconds.end(), s);
   return static_cast<std::size_t>(it - kLatencyBucketsSeconds.begin());
 }
+
+}  // namespace
+
+namespace detail {
 
 void append_histogram(std::string& out, const std::string& name, std::string_view help,
                       const HistogramSnapshot& h) {
@@ -33,7 +38,7 @@ void append_histogram(std::string& out, const std::string& name, std::string_vie
   out += buf;
 }
 
-}  // namespace
+}  // namespace detail
 
 void Histogram::record(std::chrono::nanoseconds d) {
   if (d.count() < 0) d = std::chrono::nanoseconds(0);
@@ -122,9 +127,9 @@ std::string Metrics::prometheus(std::string_view prefix) const {
       out += p + "_gap_age_seconds{key=\"" + escaped + "\"} " + std::to_string(g.age.count() / 1000.0) + "\n";
     }
   }
-  append_histogram(out, p + "_store_seconds", "Latency of each store call.", s.store_latency);
-  append_histogram(out, p + "_handler_seconds", "Latency of each handler call.", s.handler_latency);
-  append_histogram(out, p + "_queue_wait_seconds", "Time from receipt to handler start.", s.queue_wait);
+  detail::append_histogram(out, p + "_store_seconds", "Latency of each store call.", s.store_latency);
+  detail::append_histogram(out, p + "_handler_seconds", "Latency of each handler call.", s.handler_latency);
+  detail::append_histogram(out, p + "_queue_wait_seconds", "Time from receipt to handler start.", s.queue_wait);
   return out;
 }
 

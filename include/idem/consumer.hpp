@@ -91,6 +91,13 @@ class Consumer {
   Metrics& metrics() { return engine_->metrics(); }
   const ConsumerOptions& options() const { return engine_->options(); }
 
+  // The entity key this consumer reads from m (Extractors::key), or nullopt when it
+  // has no key extractor or m has no key. The runtime uses it to keep per-key order.
+  std::optional<std::string_view> key_of(const Msg& m) const {
+    if (!extractors_.key) return std::nullopt;
+    return extractors_.key(m);
+  }
+
  private:
   struct Call {
     Consumer* self;

@@ -1,0 +1,60 @@
+// KeyedQueue: one item per key ready at a time, in arrival order; removal keeps order.
+#include "runtime/keyed_queue.hpp"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <vector>
+
+namespace idem::detail {
+namespace {
+
+std::unique_ptr<WorkItem> item(const std::string& key, const std::string& id) {
+  auto w = std::make_unique<WorkItem>();
+  w->key = key;
+  w->keyed = !key.empty();
+  w->delivery.broker_id = id;
+  return w;
+}
+
+std::vector<std::string> ids(const std::vector<WorkItem*>& ws) {
+  std::vector<std::string> out;
+  for (const WorkItem* w : ws) out.push_back(w->delivery.broker_id);
+  return out;
+}
+
+TEST(KeyedQueue, OneItemPerKeyIsReadyAndFinishingPromotesTheNext) {
+  auto a1 = item("a", "a1"), a2 = item("a", "a2"), b1 = item("b", "b1"), f1 = item("", "f1"), f2 = item("", "f2");
+  KeyedQueue q;
+  for (WorkItem* w : {a1.get(), a2.get(), b1.get(), f1.get(), f2.get()}) q.push(w);
+  EXPECT_EQ(q.queued(), 5u);
+  std::vector<WorkItem*> taken;
+  q.take(10, taken);
+  EXPECT_EQ(ids(taken), (std::vector<std::string>{"a1", "b1", "f1", "f2"}));
+  EXPECT_EQ(q.ready(), 0u);
+  EXPECT_TRUE(q.finish(a1.get()));
+  EXPECT_FALSE(q.finish(b1.get()));
+  taken.clear();
+  q.take(10, taken);
+  EXPECT_EQ(ids(taken), (std::vector<std::string>{"a2"}));
+  EXPECT_FALSE(q.finish(a2.get()));
+  EXPECT_EQ(q.queued(), 0u);
+}
+
+TEST(KeyedQueue, RemovingAnItemRemovesTheRestOfItsKey) {
+  auto a1 = item("a", "a1"), a2 = item("a", "a2"), a3 = item("a", "a3"), b1 = item("b", "b1"), b2 = item("b", "b2");
+  KeyedQueue q;
+  for (WorkItem* w : {a1.get(), a2.get(), a3.get(), b1.get(), b2.get()}) q.push(w);
+  std::vector<WorkItem*> taken;
+  q.take(1, taken);  // a1 runs
+  std::vector<WorkItem*> removed;
+  q.remove_waiting([](const WorkItem& w) { return w.delivery.broker_id == "a2" || w.delivery.broker_id == "b1"; },
+                   removed);
+  // b1 was ready: b2 goes with it; a2 waits behind a1: a3 goes with it.
+  EXPECT_EQ(ids(removed), (std::vector<std::string>{"b1", "b2", "a2", "a3"}));
+  EXPECT_EQ(q.queued(), 0u);
+  EXPECT_FALSE(q.finish(a1.get()));
+}
+
+}  // namespace
+}  // namespace idem::detail

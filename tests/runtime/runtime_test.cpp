@@ -1,0 +1,297 @@
+// The consumer runtime over a fake source and the memory store: per-key order under
+// N workers, bounded in flight, the failure-path throttle, graceful stop, bad
+// messages, the exits, batches and partition revocation.
+#include "idem/runtime.hpp"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "fake_source.hpp"
+#include "idem/memory_store.hpp"
+
+namespace idem::runtime_test {
+namespace {
+
+// Body: "id|key|seq" (key may be empty: unkeyed).
+struct Msg {
+  std::string id, key;
+  int seq = 0;
+};
+
+StatusOr<Msg> decode(const Delivery& d) {
+  const auto a = d.body.find('|');
+  const auto b = a == std::string::npos ? a : d.body.find('|', a + 1);
+  if (b == std::string::npos) return invalid_argument("want id|key|seq, got \"" + d.body + "\"");
+  Msg m;
+  m.id = d.body.substr(0, a);
+  m.key = d.body.substr(a + 1, b - a - 1);
+  m.seq = std::stoi(d.body.substr(b + 1));
+  return m;
+}
+
+Extractors<Msg> extractors() {
+  Extractors<Msg> x;
+  x.id = [](const Msg& m) { return std::optional<std::string_view>(m.id); };
+  x.key = [](const Msg& m) -> std::optional<std::string_view> {
+    if (m.key.empty()) return std::nullopt;
+    return std::string_view(m.key);
+  };
+  return x;
+}
+
+ConsumerOptions consumer_options() {
+  ConsumerOptions o;
+  o.store = open_memory_store().value();
+  o.backoff.initial = Duration(1);
+  o.backoff.max = Duration(1);
+  return o;
+}
+
+std::string body(int i, const std::string& key, int seq) {
+  return "m" + std::to_string(i) + "|" + key + "|" + std::to_string(seq);
+}
+
+// Records the handler's runs: per key the sequence numbers in order, and whether two
+// runs of one key ever overlapped.
+struct Recorder {
+  std::mutex mu;
+  std::map<std::string, std::vector<int>> by_key;
+  std::map<std::string, int> active;
+  bool overlapped = false;
+  std::atomic<int> runs{0};
+
+  HandlerResult operator()(const Msg& m, HandlerContext&) {
+    {
+      std::lock_guard lock(mu);
+      if (!m.key.empty() && active[m.key]++ > 0) overlapped = true;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+    std::lock_guard lock(mu);
+    if (!m.key.empty()) --active[m.key];
+    by_key[m.key].push_back(m.seq);
+    ++runs;
+    return HandlerResult::ok();
+  }
+};
+
+TEST(Runtime, KeepsPerKeyOrderUnderManyWorkers) {
+  std::mt19937 rng(7);
+  FakeSource source;
+  std::map<std::string, int> next_seq;
+  const int kMessages = 3000;
+  for (int i = 0; i < kMessages; ++i) {
+    const std::string key = i % 10 == 0 ? "" : "k" + std::to_string(rng() % 40);
+    source.push(body(i, key, next_seq[key]++));
+  }
+  Recorder rec;
+  auto consumer = Consumer<Msg>::create(consumer_options(), extractors(),
+                                        [&](const Msg& m, HandlerContext& c) { return rec(m, c); });
+  ASSERT_TRUE(consumer.ok()) << consumer.status().to_string();
+  RuntimeOptions ro;
+  ro.workers = 4;
+  ro.idle_exit = Duration(50);
+  auto rt = Runtime<Msg>::create(ro, source, *consumer, decode);
+  ASSERT_TRUE(rt.ok());
+  ASSERT_TRUE((*rt)->run().ok());
+
+  EXPECT_EQ(rec.runs.load(), kMessages);
+  EXPECT_FALSE(rec.overlapped);
+  for (const auto& [key, seqs] : rec.by_key) {
+    if (key.empty()) continue;
+    for (std::size_t i = 0; i < seqs.size(); ++i) ASSERT_EQ(seqs[i], static_cast<int>(i)) << "key " << key;
+  }
+  EXPECT_EQ(source.count("ack"), static_cast<std::size_t>(kMessages));
+  EXPECT_EQ(source.settled_twice(), 0u);
+  EXPECT_EQ((*rt)->metrics().get(RuntimeMetrics::kDecided), static_cast<std::uint64_t>(kMessages));
+}
+
+TEST(Runtime, BoundsWhatIsInFlight) {
+  FakeSource source;
+  for (int i = 0; i < 2000; ++i) source.push(body(i, "k" + std::to_string(i % 3), i));
+  Recorder rec;
+  auto consumer = Consumer<Msg>::create(consumer_options(), extractors(),
+                                        [&](const Msg& m, HandlerContext& c) { return rec(m, c); });
+  RuntimeOptions ro;
+  ro.workers = 2;
+  ro.backlog = 10;
+  ro.idle_exit = Duration(50);
+  auto rt = Runtime<Msg>::create(ro, source, *consumer, decode).value();
+  ASSERT_TRUE(rt->run().ok());
+  // workers * max(batch, 64) + backlog = 2 * 64 + 10.
+  EXPECT_LE(source.most_outstanding(), 138u);
+  EXPECT_LE(source.largest_request(), 138u);
+  EXPECT_EQ(source.count("ack"), 2000u);
+}
+
+TEST(Runtime, ThrottlesTheFailurePath) {
+  FakeSource source;
+  for (int i = 0; i < 30; ++i) source.push(body(i, "", 0));
+  ConsumerOptions co = consumer_options();
+  co.max_retries = 0;  // every failure is dead-lettered at once
+  auto consumer = Consumer<Msg>::create(co, extractors(),
+                                        [](const Msg&, HandlerContext&) { return HandlerResult::fail("poison"); });
+  RuntimeOptions ro;
+  ro.workers = 2;
+  ro.failure_actions_per_second = 50;
+  ro.failure_burst = 5;
+  ro.idle_exit = Duration(20);
+  auto rt = Runtime<Msg>::create(ro, source, *consumer, decode).value();
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_TRUE(rt->run().ok());
+  const auto took = std::chrono::steady_clock::now() - start;
+  // 30 actions, 5 at once, then 50 a second: at least 25 / 50 s. (A slow machine only
+  // makes it longer.)
+  EXPECT_GE(took, std::chrono::milliseconds(450));
+  EXPECT_EQ(source.count("dead_letter"), 30u);
+  EXPECT_GE(rt->metrics().get(RuntimeMetrics::kThrottled), 25u);
+  for (const std::string& r : source.dead_reasons()) EXPECT_EQ(r, "retries_exhausted");
+}
+
+TEST(Runtime, StopFinishesRunningWorkAndHoldsTheRest) {
+  FakeSource source;
+  for (int i = 0; i < 200; ++i) source.push(body(i, "k" + std::to_string(i % 2), i / 2));
+  std::mutex mu;
+  std::condition_variable cv;
+  int started = 0;
+  bool release = false;
+  auto consumer = Consumer<Msg>::create(consumer_options(), extractors(), [&](const Msg&, HandlerContext&) {
+    std::unique_lock lock(mu);
+    ++started;
+    cv.notify_all();
+    cv.wait(lock, [&] { return release; });
+    return HandlerResult::ok();
+  });
+  RuntimeOptions ro;
+  ro.workers = 2;
+  auto rt = Runtime<Msg>::create(ro, source, *consumer, decode).value();
+  Status result;
+  std::thread loop([&] { result = rt->run(); });
+  {
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return started == 2; });  // one per key, both blocked
+  }
+  rt->stop();
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  {
+    std::lock_guard lock(mu);
+    release = true;
+  }
+  cv.notify_all();
+  loop.join();
+  ASSERT_TRUE(result.ok());
+  EXPECT_EQ(source.count("ack"), 2u);  // the two that ran
+  EXPECT_EQ(source.count("ack") + source.count("hold"), source.calls().size());
+  EXPECT_EQ(source.outstanding(), 0u);  // everything fetched was acked or held
+  EXPECT_EQ(source.settled_twice(), 0u);
+}
+
+TEST(Runtime, DeadLettersWhatCannotBeDecodedAndGoesOn) {
+  FakeSource source;
+  source.push("not a message");
+  source.push(body(1, "a", 0));
+  Recorder rec;
+  auto consumer = Consumer<Msg>::create(consumer_options(), extractors(),
+                                        [&](const Msg& m, HandlerContext& c) { return rec(m, c); });
+  RuntimeOptions ro;
+  ro.workers = 1;
+  ro.idle_exit = Duration(20);
+  auto rt = Runtime<Msg>::create(ro, source, *consumer, decode).value();
+  ASSERT_TRUE(rt->run().ok());
+  ASSERT_EQ(source.dead_reasons(), std::vector<std::string>{"bad_message"});
+  EXPECT_EQ(source.count("ack"), 1u);
+  EXPECT_EQ(rec.runs.load(), 1);
+}
+
+TEST(Runtime, MaxMessagesDecidesExactlyThatMany) {
+  FakeSource source;
+  for (int i = 0; i < 500; ++i) source.push(body(i, "", 0));
+  auto consumer = Consumer<Msg>::create(consumer_options(), extractors(),
+                                        [](const Msg&, HandlerContext&) { return HandlerResult::ok(); });
+  RuntimeOptions ro;
+  ro.workers = 2;
+  ro.max_messages = 123;
+  auto rt = Runtime<Msg>::create(ro, source, *consumer, decode).value();
+  ASSERT_TRUE(rt->run().ok());
+  EXPECT_EQ(source.count("ack"), 123u);
+  EXPECT_EQ(source.outstanding(), 0u);
+}
+
+TEST(Runtime, RetriedMessagesComeBackAndSucceed) {
+  FakeSource source;
+  for (int i = 0; i < 50; ++i) source.push(body(i, "k" + std::to_string(i % 5), i / 5));
+  std::atomic<int> ok_runs{0};
+  auto consumer = Consumer<Msg>::create(consumer_options(), extractors(), [&](const Msg&, HandlerContext& ctx) {
+    if (ctx.attempt() == 1) return HandlerResult::fail("first attempt fails");
+    ++ok_runs;
+    return HandlerResult::ok();
+  });
+  RuntimeOptions ro;
+  ro.workers = 2;
+  ro.idle_exit = Duration(50);
+  auto rt = Runtime<Msg>::create(ro, source, *consumer, decode).value();
+  ASSERT_TRUE(rt->run().ok());
+  EXPECT_EQ(ok_runs.load(), 50);
+  EXPECT_EQ(source.count("retry"), 50u);
+  EXPECT_EQ(source.count("ack"), 50u);
+}
+
+TEST(Runtime, BatchesKeepPerKeyOrder) {
+  FakeSource source;
+  std::map<std::string, int> next_seq;
+  for (int i = 0; i < 1000; ++i) {
+    const std::string key = "k" + std::to_string(i % 7);
+    source.push(body(i, key, next_seq[key]++));
+  }
+  Recorder rec;
+  auto consumer = Consumer<Msg>::create(consumer_options(), extractors(),
+                                        [&](const Msg& m, HandlerContext& c) { return rec(m, c); });
+  RuntimeOptions ro;
+  ro.workers = 2;
+  ro.batch = 16;
+  ro.idle_exit = Duration(50);
+  auto rt = Runtime<Msg>::create(ro, source, *consumer, decode).value();
+  ASSERT_TRUE(rt->run().ok());
+  EXPECT_FALSE(rec.overlapped);
+  for (const auto& [key, seqs] : rec.by_key)
+    for (std::size_t i = 0; i < seqs.size(); ++i) ASSERT_EQ(seqs[i], static_cast<int>(i)) << "key " << key;
+  EXPECT_EQ(source.count("ack"), 1000u);
+}
+
+TEST(Runtime, RevocationSettlesThePartitionBeforeItMoves) {
+  FakeSource source;
+  for (int i = 0; i < 400; ++i) source.push(body(i, "k" + std::to_string(i % 9), i), i % 2 ? "p1" : "p0");
+  Recorder rec;
+  auto consumer = Consumer<Msg>::create(consumer_options(), extractors(),
+                                        [&](const Msg& m, HandlerContext& c) { return rec(m, c); });
+  source.revoke_on_fetch(2, "p1");
+  RuntimeOptions ro;
+  ro.workers = 2;
+  ro.idle_exit = Duration(50);
+  auto rt = Runtime<Msg>::create(ro, source, *consumer, decode).value();
+  ASSERT_TRUE(rt->run().ok());
+  EXPECT_EQ(source.revoked_with_in_flight(), 0u);
+  EXPECT_EQ(source.outstanding(), 0u);
+}
+
+TEST(Runtime, RejectsUnusableOptions) {
+  FakeSource source;
+  auto consumer = Consumer<Msg>::create(consumer_options(), extractors(),
+                                        [](const Msg&, HandlerContext&) { return HandlerResult::ok(); });
+  RuntimeOptions ro;
+  ro.batch = 0;
+  auto rt = Runtime<Msg>::create(ro, source, *consumer, decode);
+  ASSERT_FALSE(rt.ok());
+  EXPECT_NE(rt.status().message().find("batch"), std::string::npos);
+  EXPECT_FALSE(Runtime<Msg>::create(RuntimeOptions{}, source, *consumer, nullptr).ok());
+}
+
+}  // namespace
+}  // namespace idem::runtime_test
