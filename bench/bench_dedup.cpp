@@ -46,7 +46,7 @@ struct Comparison {
   bool strictly_greater = false;  // the target is "> min_ratio" rather than ">="
 };
 
-// The targets, and the ratios reported for information.
+// The performance targets, and the ratios reported for information.
 const std::vector<Comparison> kComparisons = {
     {"idem", "raw", "raw autocommit", 0.5, false},
     {"idem", "naive", "naive", 0, false},

@@ -1,7 +1,7 @@
-// idem_bench_statemachine: the cost of the transition check (issue 6: ≤ 100 ns per
+// idem_bench_statemachine: the cost of the transition check (target: ≤ 100 ns per
 // message in memory, "a table lookup, not a string search").
 //
-// One run, two machines (the product machine of the issue, and a generated one with
+// One run, two machines (the product machine, and a generated one with
 // --states states and --events events), one deterministic stream of (state, event)
 // pairs each. Rows:
 //   next(id)       TransitionTable::next(state_id, event_id): the run-time check

@@ -1,8 +1,10 @@
 // Consumer<Msg>: the middleware. Wrap a handler, feed it deliveries, act on the
 // Decisions.
 //
+//   #include <idem/open_store.hpp>   // idem::open_store, target idem::stores
+//
 //   idem::ConsumerOptions opts;
-//   opts.store = idem::sqlite::open("sqlite:/var/lib/app/idem.db").value();
+//   opts.store = idem::open_store("sqlite:/var/lib/app/idem.db").value();
 //   idem::Extractors<Order> ex;
 //   ex.id = [](const Order& o) { return std::optional<std::string_view>(o.id); };
 //   auto consumer = idem::Consumer<Order>::create(opts, ex,
@@ -13,11 +15,11 @@
 #include <cstddef>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
-#include <memory>
-#include <span>
 #include <utility>
 #include <vector>
 

@@ -61,12 +61,28 @@ class Engine {
   // runs from its handler's start. A repeated id is processed after the batch as
   // process() would, against what the earlier copy left in the store. Transactional
   // consumers and guarantees other than effectively_once process the batch one message
-  // at a time. Behind the entity gates (ordering, a state machine) the messages that
-  // apply in order (the next version, a valid transition) share the batch commit, each
-  // key's in input order; any other message first lands the pending commits and then
-  // takes the single-message path, and buffered successors drain after the batch's
-  // commit. Under strict ordering each key's messages run in version order (an early
-  // version whose predecessor is in the same batch is processed, not buffered).
+  // at a time. Behind the entity gates (ordering, a state machine; gated_batch.cpp):
+  //  - a message that applies in order against its key's record as the batch's
+  //    pending commits leave it (the next version, a valid transition) runs its
+  //    handler and joins the batch commit, its entity write chained on the key's
+  //    earlier ones. A store without capabilities().entity_chains gets at most one
+  //    write per key in a batch commit (the key's pending commit lands first).
+  //  - strict ordering: each key's messages run in version order (an early version
+  //    whose predecessor is in the same batch is processed, not buffered). A stale,
+  //    too-far-ahead or early version is decided against that projected record
+  //    without landing the pending commits (none of these writes the entity); the
+  //    early ones go into the reorder buffer together, in one buffer_put_batch before
+  //    the batch commits, each answered as its own put would be.
+  //  - strict ordering over a store with entity_chains: buffered successors that the
+  //    batch's pending writes make next (found by an early message of the key, and
+  //    looked for once per advanced key before the commit) are claimed in one batch
+  //    claim, run in order, and join the batch commit, each removing its entry.
+  //  - any other message (an invalid transition, a handler failure, a lease to
+  //    renew, a next version that waits in the buffer but cannot be run in the batch)
+  //    lands the pending commits if its key has any, then takes the single-message
+  //    path.
+  //  - after the batch commit, what is still buffered behind the keys it advanced
+  //    drains as after a single commit.
   // Handlers of different keys may run in another order than the input's.
   std::vector<Decision> process_batch(std::span<const MessageView> ms, HandlerThunk handler);
 

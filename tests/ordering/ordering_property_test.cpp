@@ -1,4 +1,4 @@
-// Property test of version ordering (docs/design.md §5, issue 5) through every store:
+// Property test of version ordering (docs/design.md §5) through every store:
 // random permutations of versions 1..N (N in 2..12) for many keys, delivered with
 // random duplicates, redeliveries of messages whose decision was retry (later in the
 // stream, as a broker does), random handler failures, random process_batch calls and,
@@ -322,9 +322,8 @@ class Round {
     o.ordering.gap_timeout = Duration{3'600'000};  // hold; never reached here
     o.ordering.drain_per_call = drain_per_call_;
     o.on_buffered = [this](const BufferedOutcome& b) { on_buffered(b); };
-    auto c = Consumer<OMsg>::create(std::move(o), extractors(), [this](const OMsg& m, HandlerContext& ctx) {
-      return handle(m, ctx);
-    });
+    auto c = Consumer<OMsg>::create(std::move(o), extractors(),
+                                    [this](const OMsg& m, HandlerContext& ctx) { return handle(m, ctx); });
     if (!c.ok()) {
       violation("Consumer::create: " + c.status().to_string());
       return;
@@ -345,7 +344,8 @@ class Round {
   void deliver_next() {
     if (!consumer_) return;
     std::size_t take = 1;
-    if (queue_.size() >= 2 && chance(p_batch_)) take = static_cast<std::size_t>(uniform(2, std::min<int>(12, static_cast<int>(queue_.size()))));
+    if (queue_.size() >= 2 && chance(p_batch_))
+      take = static_cast<std::size_t>(uniform(2, std::min<int>(12, static_cast<int>(queue_.size()))));
     std::vector<Delivery> batch(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(take));
     queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(take));
     for (const Delivery& d : batch)
@@ -403,8 +403,7 @@ class Round {
 
   HandlerResult handle(const OMsg& m, HandlerContext& ctx) {
     if (ctx.key() != m.key) violation("ctx.key() \"" + std::string(ctx.key()) + "\" for a message of key " + m.key);
-    if (ctx.version() != m.version)
-      violation("ctx.version() " + std::to_string(ctx.version()) + " for " + m.id);
+    if (ctx.version() != m.version) violation("ctx.version() " + std::to_string(ctx.version()) + " for " + m.id);
     if (ctx.id() != m.id) violation("ctx.id() \"" + std::string(ctx.id()) + "\" for " + m.id);
     if (!delivering_.contains(m.id) && !ctx.drained())
       violation("the handler ran for " + m.id + ", which is neither being delivered nor drained");
@@ -433,7 +432,9 @@ class Round {
     switch (d.action) {
       case Action::kAck:
         switch (d.reason) {
-          case Reason::kProcessed: mark_processed(m.id, "by its delivery"); break;
+          case Reason::kProcessed:
+            mark_processed(m.id, "by its delivery");
+            break;
           case Reason::kDuplicate:
             if (!processed_.contains(m.id)) violation(m.id + ": ack/duplicate but it was never processed");
             break;
@@ -445,7 +446,8 @@ class Round {
           case Reason::kBuffered:
             if (mode_ != Ordering::kStrict || !durable_) bad();
             break;
-          default: bad();
+          default:
+            bad();
         }
         break;
       case Action::kHold:
@@ -455,11 +457,14 @@ class Round {
       case Action::kRetry: {
         ++retries_;
         Delivery again{m, clock_->now() + d.delay};
-        const auto at = static_cast<std::size_t>(uniform(0, static_cast<int>(std::min<std::size_t>(queue_.size(), 30))));
+        const auto at =
+            static_cast<std::size_t>(uniform(0, static_cast<int>(std::min<std::size_t>(queue_.size(), 30))));
         queue_.insert(queue_.begin() + static_cast<std::ptrdiff_t>(at), again);
         break;
       }
-      case Action::kDeadLetter: bad(); break;
+      case Action::kDeadLetter:
+        bad();
+        break;
     }
   }
 
@@ -506,7 +511,8 @@ class Round {
       if (mode_ == Ordering::kStrict) {
         std::vector<std::uint64_t> want;
         for (std::uint64_t v = 1; v <= n_[k]; ++v) want.push_back(v);
-        if (seen != want) violation("strict: handler saw key " + key + " as [" + list(seen) + "], want [" + list(want) + "]");
+        if (seen != want)
+          violation("strict: handler saw key " + key + " as [" + list(seen) + "], want [" + list(want) + "]");
       } else {
         for (std::size_t i = 1; i < seen.size(); ++i)
           if (seen[i] <= seen[i - 1]) {
@@ -561,12 +567,12 @@ class Round {
   std::set<std::string> delivering_;  // ids of the process()/process_batch() call running
   bool crash_soon_ = false;
 
-  std::set<std::string> ids_;        // every message of the round
-  std::set<std::string> processed_;  // processed, by delivery or drain
-  std::set<std::string> stale_;      // monotonic: acked stale before being processed
-  std::set<std::string> held_;       // hold/buffered (non-durable store)
-  std::set<std::string> released_;   // told to on_buffered with action ack
-  std::map<std::string, std::string> left_unprocessed_;  // left the buffer as stale/duplicate
+  std::set<std::string> ids_;                               // every message of the round
+  std::set<std::string> processed_;                         // processed, by delivery or drain
+  std::set<std::string> stale_;                             // monotonic: acked stale before being processed
+  std::set<std::string> held_;                              // hold/buffered (non-durable store)
+  std::set<std::string> released_;                          // told to on_buffered with action ack
+  std::map<std::string, std::string> left_unprocessed_;     // left the buffer as stale/duplicate
   std::map<std::string, std::vector<std::uint64_t>> seen_;  // key → versions handled OK
   std::size_t drained_ok_ = 0, buffered_processed_ = 0;
   std::size_t deliveries_ = 0, retries_ = 0;
@@ -602,8 +608,8 @@ TEST_P(OrderingProperty, RandomPermutationsDuplicatesFailuresCrashes) {
     const int keys = std::min(c.keys_per_round, target - permutations);
     StoreHandle store(c.scheme, rounds);
     Round round(round_seed, c.mode, store, keys, "r" + std::to_string(rounds) + "/");
-    SCOPED_TRACE("IDEM_PROPERTY_SEED=" + std::to_string(seed) + " case " + name + " round " +
-                 std::to_string(rounds) + " (round seed " + std::to_string(round_seed) + ") store " + store.uri());
+    SCOPED_TRACE("IDEM_PROPERTY_SEED=" + std::to_string(seed) + " case " + name + " round " + std::to_string(rounds) +
+                 " (round seed " + std::to_string(round_seed) + ") store " + store.uri());
     const std::vector<std::string> violations = round.run();
     if (!violations.empty()) {
       std::string all;
@@ -627,15 +633,12 @@ TEST_P(OrderingProperty, RandomPermutationsDuplicatesFailuresCrashes) {
 
 // ≥ 10,000 permutations over all stores (4,000 + 3,000 + 3,000 with rocksdb).
 const Case kCases[] = {
-    {"memory", Ordering::kStrict, 2500, 24},
-    {"memory", Ordering::kMonotonic, 1500, 24},
+    {"memory", Ordering::kStrict, 2500, 24},  {"memory", Ordering::kMonotonic, 1500, 24},
 #ifdef IDEM_ORDERING_WITH_SQLITE
-    {"sqlite", Ordering::kStrict, 2000, 60},
-    {"sqlite", Ordering::kMonotonic, 1000, 60},
+    {"sqlite", Ordering::kStrict, 2000, 60},  {"sqlite", Ordering::kMonotonic, 1000, 60},
 #endif
 #ifdef IDEM_ORDERING_WITH_ROCKSDB
-    {"rocksdb", Ordering::kStrict, 2000, 60},
-    {"rocksdb", Ordering::kMonotonic, 1000, 60},
+    {"rocksdb", Ordering::kStrict, 2000, 60}, {"rocksdb", Ordering::kMonotonic, 1000, 60},
 #endif
 };
 

@@ -1,4 +1,4 @@
-// Strict ordering across a real process crash (issue 5): a consumer process dies in the
+// Strict ordering across a real process crash (docs/design.md §5): a consumer process dies in the
 // middle of a drain; a new process resumes it with tick(): nothing applied twice,
 // nothing skipped.
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// The state machine at run time (issue 6): the field's own example, the retry cap, the
+// The state machine at run time (docs/design.md §6): the product example, the retry cap, the
 // three answers, bad input, table changes, and the machine with strict ordering — on
 // the memory store and on SQLite.
 #include <gtest/gtest.h>

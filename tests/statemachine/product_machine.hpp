@@ -1,4 +1,4 @@
-// The product machine of issue 6, in its three forms: YAML text, C++ DSL, file.
+// The product machine (docs/design.md §6), in its three forms: YAML text, C++ DSL, file.
 #pragma once
 
 #include <string>

@@ -66,7 +66,8 @@ TEST(TransitionTable, ProductVerdicts) {
   EXPECT_EQ(t.verdict(off, e_del), Verdict::kApply);
   // offline → online accepts `offline`: not yet valid.
   EXPECT_EQ(t.verdict(off, e_off), Verdict::kNotYetValid);
-  // online → offline accepts `online`: not yet valid (the message 1).
+  // online → offline accepts `online`: not yet valid (a second `online`
+  // waits for an `offline` to bring the product back offline).
   EXPECT_EQ(t.verdict(on, e_on), Verdict::kNotYetValid);
   EXPECT_EQ(t.verdict(on, e_off), Verdict::kApply);
   EXPECT_EQ(t.verdict(on, e_del), Verdict::kApply);

@@ -1,12 +1,12 @@
-// Version ordering per entity (issue 5) over the memory store: monotonic, strict with
+// Version ordering per entity (docs/design.md §5) over the memory store: monotonic, strict with
 // the reorder buffer, limits, horizon, gap policies, drains, watermark, bad input.
 #include <gtest/gtest.h>
 
 #include <string>
 
 #include "consumer_test_support.hpp"
-#include "support/entity_messages.hpp"
 #include "idem/memory_store.hpp"
+#include "support/entity_messages.hpp"
 
 namespace idem::test {
 namespace {

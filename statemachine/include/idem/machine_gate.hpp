@@ -1,7 +1,9 @@
 // machine_gate(): a TransitionTable as the pipeline's StateGate (state_gate.hpp), so that
 // a consumer applies the table at run time:
 //
-//   opts.machine = idem::machine_gate(idem::load_machine_yaml("product.yaml").value());
+//   idem::BuildResult table = idem::load_machine_file("product.yaml");
+//   if (!table.ok()) die(table.format(idem::Severity::kError));
+//   opts.machine = idem::machine_gate(std::move(*table.table));
 #pragma once
 
 #include <cstdint>

@@ -5,10 +5,11 @@
 // entity.hpp. Every key of one entity shares the entity's hash tag; on a cluster the
 // record of an id claimed with an entity key does too (key_of(id, entity_key)), so a
 // commit with an entity write is one script in one slot. The caller then passes the
-// same entity key on every claim, release, extend and commit of the id (store.hpp). Buffer totals and the index of buffered keys
-// are global: on a standalone server they change in the same script; on a cluster
-// they live in another slot and change in a second command, so total limits and
-// buffer_summary's order are approximate there (the per-key limit stays exact).
+// same entity key on every claim, release, extend and commit of the id (store.hpp).
+// Buffer totals and the index of buffered keys are global: on a standalone server they
+// change in the same script; on a cluster they live in another slot and change in a
+// second command, so total limits and buffer_summary's order are approximate there
+// (the per-key limit stays exact).
 //
 // Atomicity: every state change is one atomic server-side step: a Lua script (commit,
 // release, extend, and claim of an id whose key exists) or, for the claim of an id
@@ -17,17 +18,25 @@
 // owners and results are passed as binary-safe arguments, never spliced into command
 // text or scripts.
 //
-// Key layout (docs/stores.md): one string per message id at
-//   <prefix>{<id>}  →  MessagePack [state, owner, lease_until_ms, expires_ms, retries,
-//                                   fingerprint|false, result|false]
-// The braces make the whole id the Redis Cluster hash tag, so every key a later
-// per-entity feature adds for the same tag lands in the same slot.
+// Key layout (docs/stores.md): one string key per message id, its value a MessagePack
+// array that the client encodes for fresh claims and commits and the scripts decode:
+//   <prefix>{<id>}  →  [state, owner, lease_until_ms, expires_ms, retries,
+//                       fingerprint|false, result|false]
+// state: 'i' in progress (leased), 'p' pending (only a retry count), 'c' completed,
+// 'x' dead-lettered. The braces make the id the Redis Cluster hash tag. An entity's
+// keys carry the entity's own tag T (the key with '%' and '}' escaped):
+// <prefix>{T}:e (a hash: revision, version, state), <prefix>{T}:b and :t (sorted
+// sets: the buffered messages by version, and their buffered_at); on a cluster, the
+// record of an id claimed with that entity key is <prefix>{T}:d:<escaped id>. The
+// buffer's totals and the index of keys with entries are <prefix>{%}:totals and
+// <prefix>{%}:index.
 //
-// Time: every deadline is computed from the caller's `now` and stored in the hash;
-// the scripts decide liveness by comparing with the caller's `now`, so expiry follows
-// the injected clock exactly. The server's own expiry (PEXPIRE) is only a safety net
-// that frees memory: it is set to the remaining time of the latest deadline plus
-// Options::expiry_slack.
+// Time: every deadline is computed from the caller's `now` and stored in the record's
+// value; the scripts decide liveness by comparing with the caller's `now`, so expiry
+// follows the injected clock exactly. The server's own expiry (the PX of every SET of
+// a record) is only a safety net that frees memory: the remaining time of the latest
+// deadline plus Options::expiry_slack. Entity records and buffer entries never
+// expire.
 //
 // Threads: thread-safe. Each call borrows a connection from a per-node pool (creating
 // one when none is idle) and returns it afterwards, so concurrent calls never share a
