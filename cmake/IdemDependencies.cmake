@@ -46,7 +46,7 @@ endif()
 # hiredis (libhiredis-dev 0.14): pkg-config (an unversioned find_package(Hiredis) fails
 # on Debian), else find_path/find_library; wrapped in idem_deps::hiredis.
 # Include as <hiredis/hiredis.h>.
-if(IDEM_WITH_REDIS AND NOT TARGET idem_deps::hiredis)
+if((IDEM_WITH_REDIS OR IDEM_WITH_REDIS_STREAMS) AND NOT TARGET idem_deps::hiredis)
   if(PkgConfig_FOUND)
     pkg_check_modules(IDEM_HIREDIS QUIET IMPORTED_TARGET hiredis)
   endif()

@@ -19,34 +19,6 @@ namespace {
 // The logical clock starts at at_ms = 0 and is set by every line that has at_ms.
 constexpr std::int64_t kClockOriginMs = 0;
 
-Extractors<TraceLine> trace_extractors() {
-  Extractors<TraceLine> x;
-  x.id = [](const TraceLine& m) -> std::optional<std::string_view> {
-    if (!m.id) return std::nullopt;
-    return std::string_view(*m.id);
-  };
-  x.payload = [](const TraceLine& m) -> std::optional<std::string_view> {
-    if (!m.payload) return std::nullopt;
-    return std::string_view(*m.payload);
-  };
-  auto text = [](const std::optional<std::string>& f) -> std::optional<std::string_view> {
-    if (!f) return std::nullopt;
-    return std::string_view(*f);
-  };
-  x.key = [text](const TraceLine& m) { return text(m.key); };
-  x.event = [text](const TraceLine& m) { return text(m.event); };
-  x.stream = [text](const TraceLine& m) { return text(m.stream); };
-  x.version = [](const TraceLine& m) { return m.version; };
-  x.position = [](const TraceLine& m) { return m.position; };
-  x.encode = [](const TraceLine& m) { return encode_trace_line(m); };
-  x.decode = [](std::string_view bytes) -> std::optional<TraceLine> {
-    ParsedLine p = parse_trace_line(bytes);
-    if (!p.ok()) return std::nullopt;
-    return std::move(p.line);
-  };
-  return x;
-}
-
 int fail(std::ostream& err, int code, const std::string& message) {
   err << "idem replay: " << message << '\n';
   return code;
@@ -54,19 +26,11 @@ int fail(std::ostream& err, int code, const std::string& message) {
 
 }  // namespace
 
-int run_replay(const ReplaySettings& settings, std::istream& in, std::ostream& out, std::ostream& err) {
+int run_replay(const ConsumerSettings& settings, std::istream& in, std::ostream& out, std::ostream& err) {
   auto clock = std::make_shared<ManualClock>(from_unix_ms(kClockOriginMs));
-  ConsumerOptions o;
-  o.guarantee = settings.guarantee;
-  o.max_retries = settings.max_retries;
-  o.backoff.initial = settings.backoff;
-  o.backoff.max = std::max(o.backoff.max, settings.backoff);
-  o.lease = settings.lease;
-  o.ttl = settings.ttl;
+  ConsumerOptions o = consumer_options_from(settings);
   o.owner = std::string(kReplayOwner);
   o.clock = clock;
-  o.ordering = settings.ordering;
-  o.machine = settings.machine;
   auto handler = std::make_shared<BuiltinHandler>();
   // Messages drained from the reorder buffer: their effects count once committed.
   o.on_buffered = [handler](const BufferedOutcome& b) {

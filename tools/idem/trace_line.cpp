@@ -112,4 +112,32 @@ std::string encode_trace_line(const TraceLine& t) {
   return obj.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
+Extractors<TraceLine> trace_extractors() {
+  Extractors<TraceLine> x;
+  x.id = [](const TraceLine& m) -> std::optional<std::string_view> {
+    if (!m.id) return std::nullopt;
+    return std::string_view(*m.id);
+  };
+  x.payload = [](const TraceLine& m) -> std::optional<std::string_view> {
+    if (!m.payload) return std::nullopt;
+    return std::string_view(*m.payload);
+  };
+  auto text = [](const std::optional<std::string>& f) -> std::optional<std::string_view> {
+    if (!f) return std::nullopt;
+    return std::string_view(*f);
+  };
+  x.key = [text](const TraceLine& m) { return text(m.key); };
+  x.event = [text](const TraceLine& m) { return text(m.event); };
+  x.stream = [text](const TraceLine& m) { return text(m.stream); };
+  x.version = [](const TraceLine& m) { return m.version; };
+  x.position = [](const TraceLine& m) { return m.position; };
+  x.encode = [](const TraceLine& m) { return encode_trace_line(m); };
+  x.decode = [](std::string_view bytes) -> std::optional<TraceLine> {
+    ParsedLine p = parse_trace_line(bytes);
+    if (!p.ok()) return std::nullopt;
+    return std::move(p.line);
+  };
+  return x;
+}
+
 }  // namespace idem::cli

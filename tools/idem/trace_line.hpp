@@ -6,6 +6,8 @@
 #include <string>
 #include <string_view>
 
+#include "idem/message.hpp"
+
 namespace idem::cli {
 
 // The largest at_ms accepted: 2100-01-01T00:00:00Z. Keeps every time the consumer
@@ -45,5 +47,8 @@ ParsedLine parse_trace_line(std::string_view text);
 // Returns `line` as one line of JSON that parse_trace_line() reads back to the same
 // fields (the reorder buffer stores messages in this form).
 std::string encode_trace_line(const TraceLine& line);
+
+// The extractors of a TraceLine: every field, and encode/decode through the JSON form.
+Extractors<TraceLine> trace_extractors();
 
 }  // namespace idem::cli

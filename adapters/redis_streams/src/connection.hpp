@@ -1,0 +1,51 @@
+// One hiredis connection of the Redis Streams adapter: connect, AUTH, SELECT, and
+// commands with a per-call timeout. Not thread-safe.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "idem/redis_stream_source.hpp"
+
+struct redisContext;
+struct redisReply;
+
+namespace idem::redis_streams::detail {
+
+struct ReplyDeleter {
+  void operator()(redisReply* r) const;
+};
+using ReplyPtr = std::unique_ptr<redisReply, ReplyDeleter>;
+
+class Connection {
+ public:
+  // Connects and authenticates. kUnavailable: unreachable; kFailedPrecondition: refused.
+  static StatusOr<std::unique_ptr<Connection>> open(const Options& o);
+  ~Connection();
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  // Sends argv and reads its reply, waiting up to `timeout`. A server error reply is
+  // returned as a reply (type REDIS_REPLY_ERROR); kUnavailable on I/O errors (the
+  // connection is then broken()).
+  StatusOr<ReplyPtr> call(const std::vector<std::string>& argv, Duration timeout);
+  // Sends every command in one write, then reads their replies in order.
+  StatusOr<std::vector<ReplyPtr>> pipeline(const std::vector<std::vector<std::string>>& cmds, Duration timeout);
+
+  bool broken() const { return broken_; }
+
+ private:
+  explicit Connection(redisContext* c) : c_(c) {}
+  void set_timeout(Duration timeout);
+  Status io_error(const char* what);
+
+  redisContext* c_;
+  bool broken_ = false;
+  Duration timeout_{-1};
+};
+
+// Returns "ERR …" text of an error reply, or empty when `r` is not an error.
+std::string error_text(const redisReply* r);
+
+}  // namespace idem::redis_streams::detail

@@ -1,0 +1,85 @@
+// redis-stream://[[USER:]PASSWORD@]HOST:PORT/STREAM?group=G&… → Options.
+#include <charconv>
+
+#include "idem/redis_stream_source.hpp"
+#include "idem/store_uri.hpp"
+
+namespace idem::redis_streams {
+namespace {
+
+Status bad(const std::string& what) { return invalid_argument("redis-stream URI: " + what); }
+
+// Reads "[[USER:]PASSWORD@]" off the front of `rest` into o.
+Status take_userinfo(std::string_view& rest, Options& o) {
+  const auto at = rest.rfind('@');
+  if (at == std::string_view::npos) return ok_status();
+  const std::string_view userinfo = rest.substr(0, at);
+  rest.remove_prefix(at + 1);
+  const auto colon = userinfo.find(':');
+  if (colon == std::string_view::npos) {
+    o.password = std::string(userinfo);
+  } else {
+    o.user = std::string(userinfo.substr(0, colon));
+    o.password = std::string(userinfo.substr(colon + 1));
+  }
+  if (o.password.empty()) return bad("empty password");
+  return ok_status();
+}
+
+Status take_host_port(std::string_view hostport, Options& o) {
+  const auto colon = hostport.rfind(':');
+  if (colon == std::string_view::npos || colon == 0) return bad("\"" + std::string(hostport) + "\" is not HOST:PORT");
+  o.host = std::string(hostport.substr(0, colon));
+  const std::string_view p = hostport.substr(colon + 1);
+  unsigned port = 0;
+  auto [end, ec] = std::from_chars(p.data(), p.data() + p.size(), port);
+  if (ec != std::errc{} || end != p.data() + p.size() || port == 0 || port > 65535) {
+    return bad("bad port \"" + std::string(p) + "\"");
+  }
+  o.port = static_cast<std::uint16_t>(port);
+  return ok_status();
+}
+
+Status take_params(const StoreUri& u, Options& o) {
+  if (Status s = u.check_params({"group", "consumer", "db", "dlq", "connect_timeout_ms", "claim_every_ms"}); !s.ok()) {
+    return s;
+  }
+  auto group = u.param("group");
+  if (!group || group->empty()) return bad("needs ?group=NAME (the consumer group)");
+  o.group = *group;
+  if (auto c = u.param("consumer")) o.consumer = *c;
+  if (auto d = u.param("dlq")) o.dead_letter_stream = *d;
+  auto db = u.param_uint("db", 0);
+  auto connect = u.param_uint("connect_timeout_ms", static_cast<std::uint64_t>(o.connect_timeout.count()));
+  auto claim = u.param_uint("claim_every_ms", static_cast<std::uint64_t>(o.claim_every.count()));
+  for (const Status& s : {db.status(), connect.status(), claim.status()})
+    if (!s.ok()) return s;
+  if (*db > 1'000'000) return bad("db out of range");
+  if (*connect == 0 || *connect > 3'600'000) return bad("connect_timeout_ms must be in 1..3600000");
+  if (*claim == 0 || *claim > 3'600'000) return bad("claim_every_ms must be in 1..3600000");
+  o.db = static_cast<int>(*db);
+  o.connect_timeout = Duration(static_cast<std::int64_t>(*connect));
+  o.claim_every = Duration(static_cast<std::int64_t>(*claim));
+  return ok_status();
+}
+
+}  // namespace
+
+StatusOr<Options> parse_uri(std::string_view uri) {
+  auto u = StoreUri::parse(uri);
+  if (!u.ok()) return bad("not a URI (want redis-stream://HOST:PORT/STREAM?group=G)");
+  if (u->scheme != "redis-stream") return bad("scheme must be redis-stream://");
+  std::string_view rest = u->body;
+  if (rest.substr(0, 2) != "//") return bad("want redis-stream://HOST:PORT/STREAM?group=G");
+  rest.remove_prefix(2);
+  Options o;
+  if (Status s = take_userinfo(rest, o); !s.ok()) return s;
+  const auto slash = rest.find('/');
+  if (slash == std::string_view::npos || slash + 1 == rest.size()) return bad("no /STREAM after HOST:PORT");
+  if (Status s = take_host_port(rest.substr(0, slash), o); !s.ok()) return s;
+  o.stream = std::string(rest.substr(slash + 1));
+  if (Status s = take_params(*u, o); !s.ok()) return s;
+  return o;
+}
+
+}  // namespace idem::redis_streams

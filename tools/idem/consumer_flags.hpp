@@ -1,0 +1,69 @@
+// The options `idem replay` and `idem consume` share: the consumer's configuration
+// (store, guarantee, ordering, machine, retries, lease, TTL), how they are declared on a
+// command line and how they are checked (docs/design.md §8).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "idem/clock.hpp"
+#include "idem/guarantee.hpp"
+#include "idem/options.hpp"
+#include "idem/ordering.hpp"
+#include "idem/state_gate.hpp"
+
+namespace CLI {
+class App;
+class Option;
+}  // namespace CLI
+
+namespace idem::cli {
+
+// The largest --lease-ms, --ttl-ms and --backoff-ms: 100 years.
+inline constexpr std::int64_t kMaxDurationMs = 100LL * 365 * 24 * 3600 * 1000;
+
+// The checked configuration of the consumer a command runs.
+struct ConsumerSettings {
+  std::string store_uri = "memory:";                  // --store; default memory:
+  bool store_given = false;                           // --store was on the command line
+  Guarantee guarantee = Guarantee::kEffectivelyOnce;  // --guarantee; default effectively_once
+  std::uint32_t max_retries = 5;                      // --max-retries; retry decisions per id; default 5
+  Duration backoff{1000};                             // --backoff-ms; first retry delay, doubling; 1 s
+  Duration lease{30'000};                             // --lease-ms; in-progress lease; default 30 s
+  Duration ttl{7LL * 24 * 3600 * 1000};               // --ttl-ms; how long a done id is remembered; 7 days
+  bool flush_every_line = false;                      // flush the output after each line (streaming)
+  OrderingOptions ordering;                           // --ordering, --gap-timeout-ms, --gap-policy, --buffer-limit
+  std::shared_ptr<const StateGate> machine;           // --machine FILE; null: none
+};
+
+// The command line as given, before it is checked.
+struct ConsumerFlags {
+  std::string store = "memory:";
+  std::string guarantee = "effectively_once";
+  std::string ordering = "none";
+  std::optional<std::string> machine;
+  std::optional<std::int64_t> max_retries;  // default: the machine's, else 5
+  std::optional<std::int64_t> backoff_ms;   // default: the machine's initial delay, else 1000
+  std::int64_t lease_ms = 30'000;
+  std::int64_t ttl_ms = 7LL * 24 * 3600 * 1000;
+  std::optional<std::int64_t> gap_timeout_ms;
+  std::optional<std::string> gap_policy;
+  std::optional<std::int64_t> buffer_limit;
+  CLI::Option* store_option = nullptr;
+};
+
+// Declares the shared options on `cmd`, writing into `a` (which must outlive parsing).
+void add_consumer_flags(CLI::App* cmd, ConsumerFlags* a);
+
+// Returns the settings, or prints "idem <command>: <why>" to stderr and returns
+// nullopt when the flags cannot be used together.
+std::optional<ConsumerSettings> settings_from(const ConsumerFlags& a, std::string_view command);
+
+// The ConsumerOptions the settings describe (guarantee, retries, backoff, lease, TTL,
+// ordering, machine); the caller adds the store, clock and owner.
+ConsumerOptions consumer_options_from(const ConsumerSettings& s);
+
+}  // namespace idem::cli
