@@ -70,6 +70,10 @@ struct RuntimeOptions {
   // default 5 s.
   Duration fetch_backoff_max{5000};
 
+  // Told every delivery's decision on the loop thread, right after it was applied to
+  // the broker (or the delivery was held). Null (default): nobody.
+  std::function<void(const Delivery&, const Decision&)> on_applied;
+
   std::shared_ptr<Clock> clock;            // null: the system clock
   std::shared_ptr<spdlog::logger> logger;  // null: silent
 };

@@ -280,6 +280,7 @@ void Loop::Impl::apply(std::unique_ptr<WorkItem> item) {
 // Calls the broker for w's decision and ends w's time in flight.
 void Loop::Impl::settle(WorkItem& w) {
   (void)call_broker(w);
+  if (opts.on_applied) opts.on_applied(w.delivery, w.decision);
   metrics.count_action(w.decision.action);
   metrics.add(RuntimeMetrics::kDecided);
   --in_flight;

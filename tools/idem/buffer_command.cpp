@@ -45,15 +45,15 @@ int show(const BufferArgs& a) {
   if (!store.ok()) return fail(store.status());
   auto entity = (*store)->read_entity(a.key);
   if (!entity.ok()) return fail(entity.status());
-  std::cout << R"({"type":"entity","key":)" << text(a.key) << R"(,"revision":)" << entity->revision
-            << R"(,"version":)" << entity->version;
+  std::cout << R"({"type":"entity","key":)" << text(a.key) << R"(,"revision":)" << entity->revision << R"(,"version":)"
+            << entity->version;
   if (!entity->state.empty()) std::cout << R"(,"state":)" << text(entity->state);
   std::cout << "}\n";
   auto entries = (*store)->buffer_read(a.key, a.limit);
   if (!entries.ok()) return fail(entries.status());
   for (const BufferEntry& e : *entries) {
-    std::cout << R"({"type":"buffered","version":)" << e.version << R"(,"id":)" << text(e.id)
-              << R"(,"buffered_at_ms":)" << to_unix_ms(e.buffered_at) << R"(,"bytes":)" << e.bytes() << "}\n";
+    std::cout << R"({"type":"buffered","version":)" << e.version << R"(,"id":)" << text(e.id) << R"(,"buffered_at_ms":)"
+              << to_unix_ms(e.buffered_at) << R"(,"bytes":)" << e.bytes() << "}\n";
   }
   return kExitOk;
 }

@@ -20,6 +20,13 @@ void add_replay_command(CLI::App& app, Runner& selected);
 // `idem buffer show|list`: the reorder buffer of a store (buffer_command.cpp).
 void add_buffer_command(CLI::App& app, Runner& selected);
 
+#ifdef IDEM_TOOL_WITH_BROKERS
+// `idem consume --source URI …`: the consumer runtime (consume_command.cpp).
+void add_consume_command(CLI::App& app, Runner& selected);
+// `idem publish --to URI FILE`: one message per line (publish_command.cpp).
+void add_publish_command(CLI::App& app, Runner& selected);
+#endif
+
 #ifdef IDEM_TOOL_WITH_MACHINE
 // `idem machine check|dot FILE`: validates a state-machine file (machine_command.cpp).
 void add_machine_command(CLI::App& app, Runner& selected);

@@ -5,6 +5,9 @@
 #include <iostream>
 #include <utility>
 
+#include "exit_codes.hpp"
+#include "idem/open_store.hpp"
+
 #ifdef IDEM_TOOL_WITH_MACHINE
 #include "idem/machine_gate.hpp"
 #include "idem/machine_yaml.hpp"
@@ -107,6 +110,33 @@ ConsumerOptions consumer_options_from(const ConsumerSettings& s) {
   o.ordering = s.ordering;
   o.machine = s.machine;
   return o;
+}
+
+std::string redact_uri(std::string_view uri) {
+  const auto scheme_end = uri.find("//");
+  if (scheme_end == std::string_view::npos) return std::string(uri);
+  const auto authority_end = uri.find_first_of("/?#", scheme_end + 2);
+  const auto at = uri.substr(0, authority_end).rfind('@');
+  if (at == std::string_view::npos || at < scheme_end) return std::string(uri);
+  return std::string(uri.substr(0, scheme_end + 2)) + "***" + std::string(uri.substr(at));
+}
+
+int open_consumer_store(const ConsumerSettings& s, ConsumerOptions& o, std::string& error) {
+  if (!needs_dedup(s.guarantee)) {
+    if (!s.store_given) return kExitOk;
+    error =
+        "--store is not used under --guarantee at_least_once, which keeps no dedup record; "
+        "drop --store or choose another guarantee";
+    return kExitUsage;
+  }
+  auto store = open_store(s.store_uri);
+  if (!store.ok()) {
+    const Status& st = store.status();
+    error = "cannot open store \"" + redact_uri(s.store_uri) + "\": " + st.to_string();
+    return st.code() == StatusCode::kInvalidArgument ? kExitUsage : kExitFailure;
+  }
+  o.store = std::move(store).value();
+  return kExitOk;
 }
 
 }  // namespace idem::cli

@@ -14,6 +14,10 @@ int main(int argc, char** argv) {
   idem::cli::Runner selected;
   idem::cli::add_replay_command(app, selected);
   idem::cli::add_buffer_command(app, selected);
+#ifdef IDEM_TOOL_WITH_BROKERS
+  idem::cli::add_consume_command(app, selected);
+  idem::cli::add_publish_command(app, selected);
+#endif
 #ifdef IDEM_TOOL_WITH_MACHINE
   idem::cli::add_machine_command(app, selected);
 #endif

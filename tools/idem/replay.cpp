@@ -36,19 +36,8 @@ int run_replay(const ConsumerSettings& settings, std::istream& in, std::ostream&
   o.on_buffered = [handler](const BufferedOutcome& b) {
     if (b.decision.reason == Reason::kProcessed) handler->mark_drained_committed(b.id);
   };
-  if (needs_dedup(settings.guarantee)) {
-    auto store = open_store(settings.store_uri);
-    if (!store.ok()) {
-      const Status& s = store.status();
-      return fail(err, s.code() == StatusCode::kInvalidArgument ? kExitUsage : kExitFailure,
-                  "cannot open store \"" + settings.store_uri + "\": " + s.to_string());
-    }
-    o.store = std::move(store).value();
-  } else if (settings.store_given) {
-    return fail(err, kExitUsage,
-                "--store is not used under --guarantee at_least_once, which keeps no dedup record; "
-                "drop --store or choose another guarantee");
-  }
+  std::string error;
+  if (int rc = open_consumer_store(settings, o, error); rc != kExitOk) return fail(err, rc, error);
 
   auto consumer =
       Consumer<TraceLine>::create(std::move(o), trace_extractors(),

@@ -9,11 +9,11 @@
 #include <string>
 #include <string_view>
 
+#include "consumer_flags.hpp"
 #include "idem/clock.hpp"
 #include "idem/guarantee.hpp"
 #include "idem/ordering.hpp"
 #include "idem/state_gate.hpp"
-#include "consumer_flags.hpp"
 
 namespace idem::cli {
 

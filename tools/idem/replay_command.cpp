@@ -31,7 +31,6 @@ struct ReplayArgs {
   std::string trace = "-";
 };
 
-
 int run_replay_command(const ReplayArgs& a) {
   auto settings = settings_from(a.consumer, "replay");
   if (!settings) return kExitUsage;

@@ -83,7 +83,7 @@ StatusOr<ReplyPtr> Connection::call(const std::vector<std::string>& argv, Durati
 }
 
 StatusOr<std::vector<ReplyPtr>> Connection::pipeline(const std::vector<std::vector<std::string>>& cmds,
-                                                    Duration timeout) {
+                                                     Duration timeout) {
   if (broken_) return unavailable("redis-stream: the connection is broken");
   set_timeout(timeout);
   for (const auto& argv : cmds) append(c_, argv);

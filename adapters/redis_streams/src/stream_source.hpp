@@ -58,8 +58,8 @@ class StreamSource final : public MessageSource {
   std::string history_cursor_ = "0";
   std::string autoclaim_cursor_ = "0-0";
   TimePoint next_autoclaim_{};
-  std::unordered_set<std::string> in_flight_;   // fetched, not settled
-  std::multimap<TimePoint, Retry> retries_;     // due time → entry to take again
+  std::unordered_set<std::string> in_flight_;  // fetched, not settled
+  std::multimap<TimePoint, Retry> retries_;    // due time → entry to take again
 };
 
 }  // namespace idem::redis_streams::detail

@@ -44,9 +44,7 @@ Status take_params(const StoreUri& u, Options& o) {
   if (Status s = u.check_params({"group", "consumer", "db", "dlq", "connect_timeout_ms", "claim_every_ms"}); !s.ok()) {
     return s;
   }
-  auto group = u.param("group");
-  if (!group || group->empty()) return bad("needs ?group=NAME (the consumer group)");
-  o.group = *group;
+  if (auto g = u.param("group")) o.group = *g;
   if (auto c = u.param("consumer")) o.consumer = *c;
   if (auto d = u.param("dlq")) o.dead_letter_stream = *d;
   auto db = u.param_uint("db", 0);

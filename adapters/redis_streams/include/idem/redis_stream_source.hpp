@@ -36,12 +36,12 @@ namespace idem::redis_streams {
 struct Options {
   std::string host = "127.0.0.1";
   std::uint16_t port = 6379;
-  int db = 0;                // SELECT; default 0
-  std::string user;          // ACL user; empty: the default user
-  std::string password;      // AUTH; empty: none. Never logged or printed.
-  std::string stream;        // REQUIRED: the stream key
-  std::string group;         // REQUIRED: the consumer group; created at the stream's start if absent
-  std::string consumer;      // this consumer's name; empty (default): "<host>-<pid>-<random>"
+  int db = 0;                      // SELECT; default 0
+  std::string user;                // ACL user; empty: the default user
+  std::string password;            // AUTH; empty: none. Never logged or printed.
+  std::string stream;              // REQUIRED: the stream key
+  std::string group;               // REQUIRED: the consumer group; created at the stream's start if absent
+  std::string consumer;            // this consumer's name; empty (default): "<host>-<pid>-<random>"
   std::string dead_letter_stream;  // empty (default): "<stream>:dlq"
   // ms; an entry pending for longer than this on any consumer is claimed (the broker
   // side of idem's lease: use the consumer's lease). Default 30 s.
@@ -55,7 +55,8 @@ struct Options {
 };
 
 // Parses "redis-stream://[[USER:]PASSWORD@]HOST:PORT/STREAM?group=G[&consumer=NAME]
-// [&db=N][&dlq=NAME][&connect_timeout_ms=N]". Errors (kInvalidArgument) never contain
+// [&db=N][&dlq=NAME][&connect_timeout_ms=N][&claim_every_ms=N]" (the group may be
+// left out for a Publisher). Errors (kInvalidArgument) never contain
 // the password.
 StatusOr<Options> parse_uri(std::string_view uri);
 

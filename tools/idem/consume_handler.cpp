@@ -1,0 +1,118 @@
+#include "consume_handler.hpp"
+
+#include <sqlite3.h>
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+
+#include "idem/sqlite_store.hpp"
+
+namespace idem::cli {
+namespace {
+
+// Binds an optional text to parameter i (NULL when absent).
+void bind_text(sqlite3_stmt* st, int i, const std::optional<std::string>& v) {
+  if (v) {
+    sqlite3_bind_text(st, i, v->data(), static_cast<int>(v->size()), SQLITE_TRANSIENT);
+  } else {
+    sqlite3_bind_null(st, i);
+  }
+}
+
+std::int64_t now_ms() {
+  using namespace std::chrono;
+  return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+Status create_effects_table(const std::string& path) {
+  sqlite3* db = nullptr;
+  int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
+  if (rc == SQLITE_OK) {
+    sqlite3_busy_timeout(db, 5000);
+    rc = sqlite3_exec(db, kEffectsTableSql, nullptr, nullptr, nullptr);
+  }
+  Status s = rc == SQLITE_OK ? ok_status()
+                             : unavailable("cannot create idem_effects in \"" + path + "\": " + sqlite3_errmsg(db));
+  sqlite3_close(db);
+  return s;
+}
+
+HandlerResult ConsumeHandler::operator()(const TraceLine& m, HandlerContext& ctx) {
+  if (m.fail && ctx.attempt() == 1) return HandlerResult::fail("the message says \"fail\": true (first attempt)");
+  if (in_sqlite_) {
+    if (Status s = insert_effect(m, ctx); !s.ok()) return HandlerResult::fail(s.to_string());
+  }
+  Effect e;
+  e.id = m.id;
+  e.key = m.key;
+  e.version = m.version;
+  e.event = m.event;
+  if (!ctx.to().empty()) {
+    e.from = std::string(ctx.from());
+    e.to = std::string(ctx.to());
+  }
+  if (m.id) {
+    std::lock_guard lock(mu_);
+    pending_[*m.id] = std::move(e);
+  }
+  if (ctx.guarantee() == Guarantee::kManual) ctx.ack();
+  return HandlerResult::ok();
+}
+
+Status ConsumeHandler::insert_effect(const TraceLine& m, HandlerContext& ctx) {
+  sqlite3* db = sqlite::connection(ctx);
+  if (db == nullptr) return failed_precondition("no SQLite transaction to write idem_effects in");
+  sqlite3_stmt* st = nullptr;
+  int rc = sqlite3_prepare_v2(db,
+                              "INSERT INTO idem_effects(id, key, version, event, payload, at_ms) "
+                              "VALUES(?1, ?2, ?3, ?4, ?5, ?6)",
+                              -1, &st, nullptr);
+  if (rc == SQLITE_OK) {
+    bind_text(st, 1, m.id);
+    bind_text(st, 2, m.key);
+    if (m.version) {
+      sqlite3_bind_int64(st, 3, static_cast<sqlite3_int64>(*m.version));
+    } else {
+      sqlite3_bind_null(st, 3);
+    }
+    bind_text(st, 4, m.event);
+    bind_text(st, 5, m.payload);
+    sqlite3_bind_int64(st, 6, now_ms());
+    rc = sqlite3_step(st);
+  }
+  Status s = rc == SQLITE_DONE ? ok_status() : unavailable(std::string("idem_effects insert: ") + sqlite3_errmsg(db));
+  sqlite3_finalize(st);
+  return s;
+}
+
+void ConsumeHandler::committed(const std::optional<std::string>& id) {
+  if (!id) return;
+  std::lock_guard lock(mu_);
+  auto it = pending_.find(*id);
+  if (it == pending_.end()) return;
+  ReplayWriter(out_).effect(it->second);
+  pending_.erase(it);
+}
+
+void ConsumeHandler::decided(const std::string& broker_id, const std::optional<std::string>& id, const Decision& d) {
+  if (d.action == Action::kAck && d.reason == Reason::kProcessed) {
+    committed(id);
+  } else if (id) {
+    std::lock_guard lock(mu_);
+    pending_.erase(*id);  // that run's commit did not land
+  }
+  nlohmann::ordered_json j;
+  j["type"] = "decision";
+  j["delivery"] = broker_id;
+  if (id) j["id"] = *id;
+  j["action"] = action_name(d.action);
+  j["reason"] = reason_name(d.reason);
+  if (d.action == Action::kRetry) j["delay_ms"] = d.delay.count();
+  if (!d.detail.empty()) j["detail"] = d.detail;
+  std::lock_guard lock(mu_);
+  out_ << j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << '\n';
+}
+
+}  // namespace idem::cli

@@ -1,0 +1,52 @@
+// The handler `idem consume` runs for every message (tools/idem/README.md): it fails
+// a message with "fail": true on its first attempt (the durable attempt number, so
+// wherever that attempt runs), records each effect, and in transactional mode on
+// SQLite inserts one row per effect into idem_effects in the dedup record's
+// transaction. Effects are printed only once committed. Thread-safe.
+#pragma once
+
+#include <map>
+#include <mutex>
+#include <optional>
+#include <ostream>
+#include <string>
+
+#include "idem/decision.hpp"
+#include "idem/handler.hpp"
+#include "idem/status.hpp"
+#include "replay_output.hpp"
+#include "trace_line.hpp"
+
+namespace idem::cli {
+
+// The table of effects: one row per committed effect, in commit order.
+inline constexpr const char* kEffectsTableSql =
+    "CREATE TABLE IF NOT EXISTS idem_effects(seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT, key TEXT, "
+    "version INTEGER, event TEXT, payload TEXT, at_ms INTEGER NOT NULL)";
+
+// Creates idem_effects in the SQLite database at `path` if absent.
+Status create_effects_table(const std::string& path);
+
+class ConsumeHandler {
+ public:
+  // effects_in_sqlite: write idem_effects through idem::sqlite::connection(ctx).
+  ConsumeHandler(bool effects_in_sqlite, std::ostream& out) : in_sqlite_(effects_in_sqlite), out_(out) {}
+
+  HandlerResult operator()(const TraceLine& m, HandlerContext& ctx);
+
+  // The delivery (or buffered message) `id` was committed as processed: print its effect.
+  void committed(const std::optional<std::string>& id);
+  // Prints the decision line of one delivery, {"type":"decision","delivery":…,"id":…,…},
+  // after its effect line when it was processed.
+  void decided(const std::string& broker_id, const std::optional<std::string>& id, const Decision& d);
+
+ private:
+  Status insert_effect(const TraceLine& m, HandlerContext& ctx);
+
+  const bool in_sqlite_;
+  std::mutex mu_;
+  std::ostream& out_;
+  std::map<std::string, Effect> pending_;  // ran, not known to be committed yet
+};
+
+}  // namespace idem::cli
