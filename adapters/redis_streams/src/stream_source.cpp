@@ -86,7 +86,9 @@ StatusOr<ReplyPtr> StreamSource::call(const std::vector<std::string>& argv, Dura
 
 Status StreamSource::fetch(std::size_t max, Duration timeout, std::vector<Delivery>& out) {
   const std::size_t before = out.size();
-  if (!history_done_) return read_history(max, out);
+  if (!history_done_) {
+    if (Status s = read_history(max, out); !s.ok() || out.size() > before) return s;
+  }
   if (Status s = claim_due_retries(max, out); !s.ok()) return s;
   if (clock_->now() >= next_autoclaim_ && out.size() - before < max) {
     if (Status s = autoclaim(max - (out.size() - before), out); !s.ok()) return s;

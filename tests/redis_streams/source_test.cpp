@@ -1,0 +1,181 @@
+// The Redis Streams source on a real server: the group at the stream's start, the
+// four decisions, delivery counts, claims of a dead consumer's entries, reconnects,
+// URIs without leaked secrets.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <map>
+#include <thread>
+
+#include "idem/redis_stream_source.hpp"
+#include "support/redis_server.hpp"
+
+namespace idem::redis_streams {
+namespace {
+
+using redis_test::RedisServer;
+
+class StreamSourceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto s = RedisServer::start({});
+    ASSERT_TRUE(s.ok()) << s.status().to_string();
+    server_ = std::move(s).value();
+  }
+
+  Options options(const std::string& consumer) const {
+    Options o;
+    o.port = server_->port();
+    o.stream = "orders";
+    o.group = "g";
+    o.consumer = consumer;
+    o.lease = Duration(300);
+    o.claim_every = Duration(50);
+    return o;
+  }
+
+  void publish(std::vector<std::string> bodies) {
+    auto p = Publisher::open(options("publisher"));
+    ASSERT_TRUE(p.ok()) << p.status().to_string();
+    ASSERT_TRUE((*p)->publish(bodies).ok());
+  }
+
+  std::vector<Delivery> fetch(MessageSource& s, std::size_t max, Duration timeout = Duration(100)) {
+    std::vector<Delivery> out;
+    EXPECT_TRUE(s.fetch(max, timeout, out).ok());
+    return out;
+  }
+
+  std::unique_ptr<RedisServer> server_;
+};
+
+TEST_F(StreamSourceTest, ConsumesWhatWasPublishedBeforeTheGroupExisted) {
+  publish({"one", "two"});
+  auto src = open(options("c1"));
+  ASSERT_TRUE(src.ok()) << src.status().to_string();
+  auto got = fetch(**src, 10);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].body, "one");
+  EXPECT_EQ(got[1].body, "two");
+  EXPECT_EQ(got[0].delivery_count, 1u);
+  EXPECT_EQ(got[0].partition, "orders");
+  EXPECT_FALSE(*(*src)->drained());
+  ASSERT_TRUE((*src)->ack(got[0]).ok());
+  ASSERT_TRUE((*src)->ack(got[1]).ok());
+  EXPECT_TRUE(*(*src)->drained());
+}
+
+TEST_F(StreamSourceTest, RetryComesBackAfterItsDelayWithAHigherCount) {
+  publish({"m"});
+  auto src = open(options("c1")).value();
+  auto got = fetch(*src, 10);
+  ASSERT_EQ(got.size(), 1u);
+  ASSERT_TRUE(src->retry(got[0], Duration(200)).ok());
+  EXPECT_TRUE(fetch(*src, 10, Duration(0)).empty());  // not before its delay
+  EXPECT_FALSE(*src->drained());
+  std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  auto again = fetch(*src, 10, Duration(0));
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].broker_id, got[0].broker_id);
+  EXPECT_EQ(again[0].delivery_count, 2u);
+  ASSERT_TRUE(src->ack(again[0]).ok());
+  EXPECT_TRUE(*src->drained());
+}
+
+TEST_F(StreamSourceTest, DeadLetterWritesTheDlqAndAcks) {
+  publish({"poison"});
+  auto src = open(options("c1")).value();
+  auto got = fetch(*src, 10);
+  ASSERT_EQ(got.size(), 1u);
+  ASSERT_TRUE(src->dead_letter(got[0], "bad_message", "not JSON").ok());
+  EXPECT_TRUE(*src->drained());
+  auto dlq = server_->command({"XRANGE", "orders:dlq", "-", "+"});
+  ASSERT_TRUE(dlq.ok());
+  ASSERT_EQ(dlq->elements.size(), 1u);
+  const auto& fields = dlq->elements.at(0).elements.at(1).elements;
+  std::map<std::string, std::string> f;
+  for (std::size_t i = 0; i + 1 < fields.size(); i += 2) f[fields.at(i).str] = fields.at(i + 1).str;
+  EXPECT_EQ(f["body"], "poison");
+  EXPECT_EQ(f["reason"], "bad_message");
+  EXPECT_EQ(f["detail"], "not JSON");
+  EXPECT_EQ(f["id"], got[0].broker_id);
+}
+
+TEST_F(StreamSourceTest, ADeadConsumersEntriesAreClaimedAfterTheLease) {
+  publish({"a", "b", "c"});
+  auto dead = open(options("dead")).value();
+  ASSERT_EQ(fetch(*dead, 10).size(), 3u);  // then it "dies": never acks
+  auto alive = open(options("alive")).value();
+  EXPECT_TRUE(fetch(*alive, 10, Duration(0)).empty());  // still leased
+  std::this_thread::sleep_for(std::chrono::milliseconds(350));
+  auto claimed = fetch(*alive, 10, Duration(0));
+  ASSERT_EQ(claimed.size(), 3u);
+  for (const Delivery& d : claimed) {
+    EXPECT_EQ(d.delivery_count, 2u);
+    ASSERT_TRUE(alive->ack(d).ok());
+  }
+  EXPECT_TRUE(*alive->drained());
+}
+
+TEST_F(StreamSourceTest, ARestartedConsumerOfTheSameNameGetsItsPendingEntriesFirst) {
+  publish({"a"});
+  {
+    auto first = open(options("same")).value();
+    ASSERT_EQ(fetch(*first, 10).size(), 1u);
+  }
+  auto second = open(options("same")).value();
+  auto got = fetch(*second, 10, Duration(0));
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].body, "a");
+  EXPECT_EQ(got[0].delivery_count, 2u);
+}
+
+TEST_F(StreamSourceTest, ReconnectsAfterTheServerRestarts) {
+  auto src = open(options("c1")).value();
+  server_->kill();
+  std::vector<Delivery> out;
+  EXPECT_EQ(src->fetch(10, Duration(0), out).code(), StatusCode::kUnavailable);
+  ASSERT_TRUE(server_->restart().ok());
+  publish({"after"});  // the group is gone with the data (no persistence): made again
+  ASSERT_TRUE(src->fetch(10, Duration(100), out).ok());
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].body, "after");
+}
+
+TEST(StreamSourceUri, ParsesEveryPartAndNeverEchoesThePassword) {
+  auto o = parse_uri("redis-stream://app:s3cret@127.0.0.1:6380/orders?group=g&consumer=c&db=2&dlq=dead");
+  ASSERT_TRUE(o.ok()) << o.status().to_string();
+  EXPECT_EQ(o->user, "app");
+  EXPECT_EQ(o->password, "s3cret");
+  EXPECT_EQ(o->port, 6380);
+  EXPECT_EQ(o->stream, "orders");
+  EXPECT_EQ(o->group, "g");
+  EXPECT_EQ(o->consumer, "c");
+  EXPECT_EQ(o->db, 2);
+  EXPECT_EQ(o->dead_letter_stream, "dead");
+  for (const char* bad :
+       {"redis-stream://:s3cret@127.0.0.1:99999/orders?group=g", "redis-stream://:s3cret@127.0.0.1:6379?group=g",
+        "redis://:s3cret@127.0.0.1:6379/x", "redis-stream://:s3cret@127.0.0.1:6379/x?group=g&nope=1"}) {
+    auto r = parse_uri(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(r.status().message().find("s3cret"), std::string::npos) << r.status().message();
+  }
+}
+
+TEST(StreamSourceOpen, AnUnreachableServerIsUnavailableQuickly) {
+  Options o;
+  o.port = 1;
+  o.stream = "s";
+  o.group = "g";
+  o.password = "s3cret";
+  const auto start = std::chrono::steady_clock::now();
+  auto src = open(o);
+  ASSERT_FALSE(src.ok());
+  EXPECT_EQ(src.status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(src.status().message().find("s3cret"), std::string::npos);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
+}
+
+}  // namespace
+}  // namespace idem::redis_streams
