@@ -27,7 +27,7 @@ class StreamSource final : public MessageSource {
   void hold(const Delivery& d) override { in_flight_.erase(d.broker_id); }
   StatusOr<bool> drained() override;
   std::string describe() const override;
-  void close() override { conn_.reset(); }
+  void close() override;
 
  private:
   struct Retry {
@@ -48,6 +48,8 @@ class StreamSource final : public MessageSource {
   std::size_t take_entries(const redisReply* entries, bool counted, std::vector<Delivery>& out);
   Status fill_delivery_counts(std::vector<Delivery>& out, std::size_t from);
   Status ack_id(const std::string& id);
+  // Sends the acks collected since the last flush as one XACK.
+  Status flush_acks();
 
   Options o_;
   std::shared_ptr<Clock> clock_;
@@ -59,6 +61,7 @@ class StreamSource final : public MessageSource {
   std::string autoclaim_cursor_ = "0-0";
   TimePoint next_autoclaim_{};
   std::unordered_set<std::string> in_flight_;  // fetched, not settled
+  std::vector<std::string> acks_;              // acked, not yet sent (see ack())
   std::multimap<TimePoint, Retry> retries_;    // due time → entry to take again
 };
 

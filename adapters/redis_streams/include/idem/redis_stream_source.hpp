@@ -2,7 +2,7 @@
 // publisher for the same stream (docs/adapters.md).
 //
 // The four decisions on Redis Streams:
-//   ack          XACK
+//   ack          XACK (collected and sent as one XACK before the next fetch)
 //   retry(d)     the entry stays pending; after d this consumer takes it again with
 //                XCLAIM (its delivery count grows). If this consumer dies first, any
 //                consumer of the group claims it once it has been idle for `lease`.
