@@ -1,0 +1,165 @@
+// idem_bench_runtime: what the consumer runtime costs, in one run.
+//
+// Memory rows (no broker): the same stream of unique ids through Consumer::process on
+// one thread (`consumer`), and through the runtime over an in-memory source with one
+// worker (`runtime_1w`); then a 20 µs CPU-bound handler with one and two workers
+// (`cpu20_1w`, `cpu20_2w`).
+// Redis Streams rows (a redis-server this program starts on 127.0.0.1): a plain
+// consumer loop, XREADGROUP COUNT b + one XACK per batch and no dedup (`plain_stream`,
+// the raw primitive); the naive loop that checks, handles and inserts each id in
+// SQLite autocommit (`naive_stream`); idem's runtime with the Redis Streams source and
+// a transactional SQLite consumer, batch b (`idem_stream`); and, without a broker, one
+// SQLite transaction per message writing a dedup row and an effect row
+// (`sqlite_txn_floor`: the engine's floor for a per-message transactional commit).
+//
+// Exit status: 0; 3 with --strict when a target failed; 2 when the run cannot go on.
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "bench_util.hpp"
+#include "runtime_rows.hpp"
+#include "idem/memory_store.hpp"
+#include "idem/runtime.hpp"
+
+namespace idem::bench {
+namespace {
+
+
+std::vector<std::string> make_ids(std::size_t n, const std::string& prefix) {
+  std::vector<std::string> ids;
+  ids.reserve(n);
+  for (std::size_t i = 0; i < n; ++i) ids.push_back(prefix + std::to_string(i * 7919 % n));
+  return ids;
+}
+
+
+// A source over a vector of bodies; acks only count.
+class VectorSource : public MessageSource {
+ public:
+  explicit VectorSource(std::vector<std::string> bodies) : bodies_(std::move(bodies)) {}
+  Status fetch(std::size_t max, Duration, std::vector<Delivery>& out) override {
+    for (std::size_t n = 0; n < max && next_ < bodies_.size(); ++n) {
+      Delivery d;
+      d.body = std::move(bodies_[next_++]);
+      out.push_back(std::move(d));
+    }
+    return ok_status();
+  }
+  Status ack(const Delivery&) override { ++acked_; return ok_status(); }
+  Status retry(const Delivery&, Duration) override { return ok_status(); }
+  Status dead_letter(const Delivery&, std::string_view, std::string_view) override { return ok_status(); }
+  StatusOr<bool> drained() override { return next_ >= bodies_.size(); }
+  std::string describe() const override { return "vector"; }
+  void close() override {}
+  std::size_t acked() const { return acked_; }
+
+ private:
+  std::vector<std::string> bodies_;
+  std::size_t next_ = 0;
+  std::size_t acked_ = 0;
+};
+
+void spin(std::chrono::microseconds d) {
+  const auto until = Clock::now() + d;
+  while (Clock::now() < until) {
+  }
+}
+
+ConsumerOptions memory_options() {
+  ConsumerOptions o;
+  MemoryStoreOptions mo;
+  mo.max_records = 4'000'000;
+  o.store = open_memory_store(mo).value();
+  o.latency_metrics = false;
+  return o;
+}
+
+
+double consumer_alone(const std::vector<std::string>& ids) {
+  auto c = Consumer<Msg>::create(memory_options(), extractors(), [](const Msg&, HandlerContext&) { return HandlerResult::ok(); });
+  std::vector<Msg> msgs;
+  for (const auto& id : ids) msgs.push_back({id});
+  const auto t0 = Clock::now();
+  for (const Msg& m : msgs) (void)c->process(m);
+  return rate(ids.size(), Clock::now() - t0);
+}
+
+double runtime_over(const std::vector<std::string>& ids, std::size_t workers, std::chrono::microseconds work) {
+  auto c = Consumer<Msg>::create(memory_options(), extractors(), [work](const Msg&, HandlerContext&) {
+    if (work.count() > 0) spin(work);
+    return HandlerResult::ok();
+  });
+  VectorSource src(ids);
+  RuntimeOptions ro;
+  ro.workers = workers;
+  ro.max_messages = ids.size();
+  auto rt = Runtime<Msg>::create(ro, src, *c, decode).value();
+  const auto t0 = Clock::now();
+  (void)rt->run();
+  const auto took = Clock::now() - t0;
+  if (src.acked() != ids.size()) std::fprintf(stderr, "runtime acked %zu of %zu\n", src.acked(), ids.size());
+  return rate(ids.size(), took);
+}
+
+struct Target {
+  std::string row, base;
+  double min;
+};
+
+int run(std::size_t n, std::size_t cpu_n, std::size_t stream_n, std::size_t batch, bool strict, bool redis) {
+  std::vector<Row> rows;
+  const auto ids = make_ids(n, "orders-");
+  rows.push_back({"consumer", "Consumer::process, memory store, no-op, 1 thread", consumer_alone(ids)});
+  rows.push_back({"runtime_1w", "runtime, in-memory source, 1 worker, no-op", runtime_over(ids, 1, {})});
+  const auto cpu_ids = make_ids(cpu_n, "cpu-");
+  rows.push_back({"cpu20_1w", "runtime, 20 us CPU handler, 1 worker", runtime_over(cpu_ids, 1, std::chrono::microseconds(20))});
+  rows.push_back({"cpu20_2w", "runtime, 20 us CPU handler, 2 workers", runtime_over(cpu_ids, 2, std::chrono::microseconds(20))});
+  std::vector<Target> targets = {{"runtime_1w", "consumer", 0.8}, {"cpu20_2w", "cpu20_1w", 1.7}};
+  if (redis) {
+    if (!stream_rows(stream_n, batch, rows)) return 2;
+    targets.push_back({"idem_stream", "plain_stream", 0.5});
+    targets.push_back({"idem_stream", "naive_stream", 0.0});
+    targets.push_back({"idem_stream", "sqlite_txn_floor", 0.0});
+  }
+  std::map<std::string, double> by_name;
+  std::printf("%-18s %14s  %s\n", "row", "msgs/s", "what");
+  for (const Row& r : rows) {
+    by_name[r.name] = r.msgs_per_s;
+    std::printf("%-18s %14s  %s\n", r.name.c_str(), with_commas(r.msgs_per_s).c_str(), r.what.c_str());
+  }
+  bool ok = true;
+  for (const Target& t : targets) {
+    const double ratio = by_name[t.row] / by_name[t.base];
+    const bool pass = ratio >= t.min;
+    ok = ok && pass;
+    if (t.min > 0) {
+      std::printf("%s / %s = %.2f (target >= %.2f) %s\n", t.row.c_str(), t.base.c_str(), ratio, t.min, pass ? "PASS" : "FAIL");
+    } else {
+      std::printf("%s / %s = %.2f\n", t.row.c_str(), t.base.c_str(), ratio);
+    }
+  }
+  return strict && !ok ? 3 : 0;
+}
+
+}  // namespace
+}  // namespace idem::bench
+
+int main(int argc, char** argv) {
+  CLI::App app("idem_bench_runtime: the consumer runtime against Consumer::process and a plain stream loop");
+  std::size_t n = 1'000'000, cpu_n = 50'000, stream_n = 100'000, batch = 100;
+  bool strict = false, no_redis = false;
+  app.add_option("--messages", n, "Messages of the memory rows")->capture_default_str();
+  app.add_option("--cpu-messages", cpu_n, "Messages of the 20 us handler rows")->capture_default_str();
+  app.add_option("--stream-messages", stream_n, "Messages of the Redis Streams rows")->capture_default_str();
+  app.add_option("--batch", batch, "Batch of the stream rows (XREADGROUP COUNT, process_batch)")->capture_default_str();
+  app.add_flag("--strict", strict, "exit 3 if a target fails");
+  app.add_flag("--no-redis", no_redis, "skip the Redis Streams rows");
+  CLI11_PARSE(app, argc, argv);
+  return idem::bench::run(n, cpu_n, stream_n, batch, strict, !no_redis);
+}

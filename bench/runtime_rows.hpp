@@ -1,0 +1,45 @@
+// Shared by bench_runtime.cpp and runtime_stream_rows.cpp.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "idem/runtime.hpp"
+
+namespace idem::bench {
+
+using Clock = std::chrono::steady_clock;
+
+// One row of the table.
+struct Row {
+  std::string name, what;
+  double msgs_per_s = 0;
+};
+
+// A message whose body is its id.
+struct Msg {
+  std::string id;
+};
+
+inline Extractors<Msg> extractors() {
+  Extractors<Msg> x;
+  x.id = [](const Msg& m) { return std::optional<std::string_view>(m.id); };
+  return x;
+}
+
+inline StatusOr<Msg> decode(const Delivery& d) { return Msg{d.body}; }
+
+inline double rate(std::size_t n, Clock::duration d) {
+  return static_cast<double>(n) / std::chrono::duration<double>(d).count();
+}
+
+// Starts a redis-server on 127.0.0.1 and appends the rows plain_stream, naive_stream,
+// idem_stream and sqlite_txn_floor over n messages. Returns false (after saying why on
+// stderr) when the run cannot go on.
+bool stream_rows(std::size_t n, std::size_t batch, std::vector<Row>& rows);
+
+}  // namespace idem::bench
