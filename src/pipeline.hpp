@@ -36,7 +36,15 @@ struct Gate {
   std::optional<std::uint64_t> version;  // the version to apply (ordering)
   std::string_view event, from, to;      // the transition (state machine)
   bool drained = false;                  // the message comes from the reorder buffer
+  // Set by the step whose commit carrying `version` landed (a processed message, or a
+  // dead-lettered one that uses up its version under strict ordering): the key's
+  // successors may be next.
+  bool advanced = false;
 };
+
+// The entity key a store request carries (ClaimRequest::entity_key): the message's key
+// when the consumer is entity-gated, none otherwise.
+using EntityKey = std::optional<std::string_view>;
 
 // In process_batch, a claim's lease is renewed at handler start once more than
 // 1/kBatchLeaseRenewDivisor of it has passed since the batch was claimed.
@@ -227,7 +235,7 @@ class Pipeline {
     return *run.result;
   }
 
-  CommitRequest commit_request(std::string_view id, std::optional<std::uint64_t> fp, Outcome outcome,
+  CommitRequest commit_request(EntityKey key, std::string_view id, std::optional<std::uint64_t> fp, Outcome outcome,
                                std::optional<std::string_view> result, const Gate* gate = nullptr) const {
     CommitRequest c;
     c.id = id;
@@ -237,7 +245,7 @@ class Pipeline {
     c.ttl = o_.ttl;
     c.result = result;
     c.outcome = outcome;
-    c.entity_key = ekey_;
+    c.entity_key = key;
     if (gate != nullptr) {
       EntityWrite w;
       w.key = gate->key;
@@ -250,8 +258,8 @@ class Pipeline {
     return c;
   }
 
-  ReleaseRequest release_req(std::string_view id, bool count_retry) const {
-    return {id, o_.owner, count_retry, last_, o_.ttl, ekey_};
+  ReleaseRequest release_req(EntityKey key, std::string_view id, bool count_retry) const {
+    return {id, o_.owner, count_retry, last_, o_.ttl, key};
   }
 
   // The decision after a successful handler run whose commit returned `s`.
@@ -272,18 +280,18 @@ class Pipeline {
 
   // A failed run under a lease: dead-letter at the cap, else release and retry.
   // Under strict ordering a dead-lettered message still uses up its version (`gate`),
-  // so that its successors can run.
-  Decision after_failure(std::string_view id, std::optional<std::uint64_t> fp, std::uint32_t retries, const Run& run,
-                         const Gate* gate = nullptr) {
+  // so that its successors can run (then gate->advanced is set). Requests carry `key`.
+  Decision after_failure(EntityKey key, std::string_view id, std::optional<std::uint64_t> fp, std::uint32_t retries,
+                         const Run& run, Gate* gate = nullptr) {
     if (run.unacknowledged) {
-      Status s = timed_store([&] { return impl_.store->release(release_req(id, false)).status(); });
+      Status s = timed_store([&] { return impl_.store->release(release_req(key, id, false)).status(); });
       if (!s.ok()) log_error(impl_.log, "idem: release failed: {}", s.to_string());
       Decision d = Decision::hold(Reason::kUnacknowledged);
       d.detail = "manual guarantee: the handler neither acked nor nacked";
       return d;
     }
-    if (retries >= o_.max_retries) return dead_letter_now(id, fp, gate, Reason::kRetriesExhausted, run.error);
-    auto r = timed_store([&] { return impl_.store->release(release_req(id, true)); });
+    if (retries >= o_.max_retries) return dead_letter_now(key, id, fp, gate, Reason::kRetriesExhausted, run.error);
+    auto r = timed_store([&] { return impl_.store->release(release_req(key, id, true)); });
     if (!r.ok())
       log_error(impl_.log, "idem: release failed (the lease will expire instead): {}", r.status().to_string());
     const Duration delay = run.delay.count() > 0 ? run.delay : o_.backoff.delay_for(retries);
@@ -341,8 +349,9 @@ class Pipeline {
     auto claim = timed_store([&] { return impl_.store->claim({*m.id, o_.owner, o_.lease, fp, start, std::nullopt}); });
     if (!claim.ok()) return fail_open_or_closed(m, h, index, claim.status(), start);
     if (claim->status != ClaimStatus::kNew) return answer_existing(*claim);
-    Status s =
-        timed_store([&] { return impl_.store->commit(commit_request(*m.id, fp, Outcome::kProcessed, std::nullopt)); });
+    Status s = timed_store([&] {
+      return impl_.store->commit(commit_request(std::nullopt, *m.id, fp, Outcome::kProcessed, std::nullopt));
+    });
     if (!s.ok()) return after_commit(s, Run{}, Decision::ack(Reason::kProcessed));
     note_commit();
     HandlerContext ctx;
@@ -362,18 +371,18 @@ class Pipeline {
     start = tick();  // the lease starts when the handler starts, not at receipt
     ClaimRequest req{*m.id, o_.owner, o_.lease, fp, start, std::nullopt};
     const bool gated = entity_gated(o_);
-    if (gated) req.entity_key = ekey_ = *m.key;
+    if (gated) req.entity_key = *m.key;
     auto claim = timed_store([&] { return impl_.store->claim(req); });
     if (!claim.ok()) return fail_open_or_closed(m, h, index, claim.status(), start);
     if (claim->status != ClaimStatus::kNew) return answer_existing(*claim);
     if (!gated) return run_claimed(*m.id, fp, claim->retries, handler_of(h, index), start, nullptr, m.version);
     Gate g;
     if (auto early = gate(m, *claim, fp, h, index, g)) {
-      if (advanced_ && o_.ordering.mode == Ordering::kStrict) drain(g.key, h);  // a dead-lettered version was used up
+      if (g.advanced && o_.ordering.mode == Ordering::kStrict) drain(g.key, h);  // a dead-lettered version was used up
       return *early;
     }
     Decision d = run_claimed(*m.id, fp, claim->retries, handler_of(h, index), start, &g, m.version);
-    if (advanced_ && o_.ordering.mode == Ordering::kStrict) drain(g.key, h);
+    if (g.advanced && o_.ordering.mode == Ordering::kStrict) drain(g.key, h);
     return d;
   }
 
@@ -386,17 +395,19 @@ class Pipeline {
   static IndexedHandler handler_of(HandlerThunk h, std::size_t index) { return {h, index}; }
 
   // Runs the handler (`invoke(ctx)`) under a lease already taken at `start`, then
-  // commits (with the entity write of `gate`, if any) or fails.
+  // commits (with the entity write of `gate`, if any; its requests then carry gate->key
+  // and gate->advanced is set once a version lands) or fails.
   // The handler's lease runs until `lease_until` (default: start + lease).
   template <class F>
   Decision run_claimed(std::string_view id, std::optional<std::uint64_t> fp, std::uint32_t retries, F&& invoke,
-                       TimePoint start, const Gate* gate, std::optional<std::uint64_t> version,
+                       TimePoint start, Gate* gate, std::optional<std::uint64_t> version,
                        std::optional<TimePoint> lease_until = std::nullopt) {
+    const EntityKey key = gate != nullptr ? EntityKey(gate->key) : std::nullopt;
     std::unique_ptr<StoreTransaction> txn;
     if (o_.transactional) {
       auto t = timed_store([&] { return impl_.store->begin(last_); });
       if (!t.ok()) {
-        (void)impl_.store->release(release_req(id, false));
+        (void)impl_.store->release(release_req(key, id, false));
         return store_failure(t.status());
       }
       txn = std::move(t).value();
@@ -408,19 +419,19 @@ class Pipeline {
     if (run.kind != HandlerResult::Kind::kOk || run.unacknowledged) {
       if (txn) txn->rollback();
       txn.reset();
-      return after_failure(id, fp, retries, run, gate);
+      return after_failure(key, id, fp, retries, run, gate);
     }
     Decision d = Decision::ack(Reason::kProcessed);
     const auto result = storable_result(run, d);
-    const CommitRequest req = commit_request(id, fp, Outcome::kProcessed, result, gate);
+    const CommitRequest req = commit_request(key, id, fp, Outcome::kProcessed, result, gate);
     Status s = timed_store([&] { return txn ? txn->commit(req) : impl_.store->commit(req); });
-    if (s.ok() && gate != nullptr && gate->version) advanced_ = true;
+    if (s.ok() && gate != nullptr && gate->version) gate->advanced = true;
     if (!s.ok() && (txn || s.code() == StatusCode::kAborted)) {
       // Nothing was committed: with a transaction the handler's writes were rolled back
       // with it, so a redelivery may run it again at once. kAborted: another consumer
       // changed the entity since the claim read it.
       txn.reset();
-      (void)impl_.store->release(release_req(id, false));
+      (void)impl_.store->release(release_req(key, id, false));
       if (s.code() == StatusCode::kAborted) return concurrent_update(s);
       if (s.code() == StatusCode::kFailedPrecondition) {
         Decision lost = Decision::retry(Reason::kLeaseLost, Duration{0});
@@ -439,9 +450,9 @@ class Pipeline {
     return d;
   }
 
-  // Commits `id` as dead-lettered (under strict ordering also using up gate's version)
-  // and returns dead_letter / `why`.
-  Decision dead_letter_now(std::string_view id, std::optional<std::uint64_t> fp, const Gate* gate, Reason why,
+  // Commits `id` as dead-lettered (under strict ordering also using up gate's version,
+  // then gate->advanced is set) and returns dead_letter / `why`. Requests carry `key`.
+  Decision dead_letter_now(EntityKey key, std::string_view id, std::optional<std::uint64_t> fp, Gate* gate, Reason why,
                            std::string detail) {
     std::optional<Gate> g;
     if (gate != nullptr && o_.ordering.mode == Ordering::kStrict && gate->version) {
@@ -449,14 +460,14 @@ class Pipeline {
       g->to = {};
     }
     Status s = timed_store([&] {
-      return impl_.store->commit(commit_request(id, fp, Outcome::kDeadLettered, std::nullopt, g ? &*g : nullptr));
+      return impl_.store->commit(commit_request(key, id, fp, Outcome::kDeadLettered, std::nullopt, g ? &*g : nullptr));
     });
     if (s.code() == StatusCode::kAborted) {
-      (void)impl_.store->release(release_req(id, false));
+      (void)impl_.store->release(release_req(key, id, false));
       return concurrent_update(s);
     }
     if (!s.ok() && s.code() != StatusCode::kFailedPrecondition) return store_failure(s);
-    if (s.ok() && g) advanced_ = true;
+    if (s.ok() && g) gate->advanced = true;
     return Decision::dead_letter(why, std::move(detail));
   }
 
@@ -566,19 +577,14 @@ class Pipeline {
   }
 
   std::vector<Decision> process_batch(std::span<const MessageView> ms, HandlerThunk h);
-  // process_batch for entity-gated consumers (gated_batch.cpp).
+  // process_batch for entity-gated consumers (a GatedBatch, gated_batch.hpp).
   std::vector<Decision> process_batch_gated(std::span<const MessageView> ms, HandlerThunk h);
-  // True iff m runs now against entity record e with no store step of its own (the
-  // next version, a valid transition); then fills g. Reads nothing.
-  bool applies_in_order(const MessageView& m, const EntityRecord& e, Gate& g) const;
 
   Engine& engine_;
   const ConsumerOptions& o_;
   Engine::Impl& impl_;
   Metrics& metrics_;
   TimePoint last_{};                                   // the latest clock reading of this call (see tick())
-  std::optional<std::string_view> ekey_;               // the entity key of the store requests being made
-  bool advanced_ = false;                              // a commit of this call moved an entity's version
   std::vector<DeferredPut>* deferred_puts_ = nullptr;  // see buffer_early
 };
 
