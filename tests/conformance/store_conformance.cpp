@@ -710,6 +710,37 @@ TEST_P(StoreConformance, CommitBatchAnswersLikeSingleCommitsWithPerItemFailures)
   EXPECT_EQ(inspect_live("retried", t2).retries, 0u);
 }
 
+// --- requests breaking a REQUIRES ----------------------------------------------------
+
+// Every store refuses the requests the contract forbids (idem/request_checks.hpp) with
+// kInvalidArgument, and writes nothing for them.
+TEST_P(StoreConformance, RequestsBreakingARequiresAreRefused) {
+  const TimePoint t0 = clock_.now();
+  auto refused = [](const Status& s) { return s.code() == StatusCode::kInvalidArgument; };
+  ClaimRequest q = claim_req("", "A", t0);
+  EXPECT_TRUE(refused(store().claim(q).status())) << "empty id";
+  q = claim_req("r", "A", t0);
+  q.lease = Duration{0};
+  EXPECT_TRUE(refused(store().claim(q).status())) << "lease 0";
+  q = claim_req("r", "A", t0);
+  q.entity_key = "";
+  EXPECT_TRUE(refused(store().claim(q).status())) << "empty entity key";
+  EXPECT_TRUE(refused(store().commit(commit_req("", "A", t0)))) << "commit: empty id";
+  CommitRequest c = commit_req("r", "A", t0);
+  c.ttl = Duration{0};
+  EXPECT_TRUE(refused(store().commit(c))) << "commit: ttl 0";
+  EXPECT_TRUE(refused(store().release(release_req("", "A", t0, false)).status())) << "release: empty id";
+  ReleaseRequest r = release_req("r", "A", t0, true);
+  r.retry_ttl = Duration{0};
+  EXPECT_TRUE(refused(store().release(r).status())) << "release: retry_ttl 0";
+  EXPECT_TRUE(refused(store().extend({"", "A", kLease, t0, std::nullopt}))) << "extend: empty id";
+  EXPECT_TRUE(refused(store().extend({"r", "A", Duration{0}, t0, std::nullopt}))) << "extend: lease 0";
+  auto none = inspect("r", t0);
+  ASSERT_TRUE(none.ok()) << none.status().to_string();
+  EXPECT_FALSE(none->has_value()) << "nothing was written for r";
+  claim_new("r", "A", t0);  // r is still new (claim_new asserts it)
+}
+
 // --- commit_then_claim ------------------------------------------------------------------
 
 namespace {
