@@ -128,11 +128,12 @@ std::vector<Decision> Pipeline::process_batch(std::span<const MessageView> ms, H
     ContextAccess::init(ctx, &engine_, *m.id, claim->retries + 1, o_.guarantee, lease_until, nullptr);
     runs[i] = run_handler(h, i, ctx, t);
     if (runs[i].kind != HandlerResult::Kind::kOk) {
-      out[i] = after_failure(*m.id, fps[i], claim->retries, runs[i]);
+      out[i] = after_failure(std::nullopt, *m.id, fps[i], claim->retries, runs[i]);
       continue;
     }
     out[i] = Decision::ack(Reason::kProcessed);
-    commits.push_back(commit_request(*m.id, fps[i], Outcome::kProcessed, storable_result(runs[i], out[i])));
+    commits.push_back(
+        commit_request(std::nullopt, *m.id, fps[i], Outcome::kProcessed, storable_result(runs[i], out[i])));
     commit_index.push_back(i);
   }
   if (!commits.empty()) {

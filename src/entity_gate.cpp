@@ -56,7 +56,7 @@ std::optional<Decision> Pipeline::gate(const MessageView& m, const ClaimResult& 
     if (unstarted && mode == Ordering::kStrict) expected = o_.ordering.first_version.value_or(v);
     const bool stale = mode == Ordering::kMonotonic ? v <= applied : v < expected;
     if (stale) {
-      (void)timed_store([&] { return impl_.store->release(release_req(*m.id, false)); });
+      (void)timed_store([&] { return impl_.store->release(release_req(*m.key, *m.id, false)); });
       Decision d = Decision::ack(Reason::kStale);
       d.detail = "version " + std::to_string(v) +
                  (unstarted ? " is before the first version " + std::to_string(expected)
@@ -65,7 +65,7 @@ std::optional<Decision> Pipeline::gate(const MessageView& m, const ClaimResult& 
     }
     const std::uint64_t base = mode == Ordering::kStrict ? expected : applied;
     if (o_.ordering.horizon > 0 && v > base && v - base > o_.ordering.horizon) {
-      return dead_letter_now(*m.id, fp, nullptr, Reason::kTooFarAhead,
+      return dead_letter_now(*m.key, *m.id, fp, nullptr, Reason::kTooFarAhead,
                              "version " + std::to_string(v) + " is more than ordering.horizon (" +
                                  std::to_string(o_.ordering.horizon) + ") ahead of version " + std::to_string(base));
     }
@@ -82,8 +82,8 @@ std::optional<Decision> Pipeline::gate(const MessageView& m, const ClaimResult& 
         break;
       case StateGate::Answer::kNotYetValid: {
         if (c.retries >= o_.machine->max_retries())
-          return dead_letter_now(*m.id, fp, &g, Reason::kRetriesExhausted, chk.reason);
-        auto r = timed_store([&] { return impl_.store->release(release_req(*m.id, true)); });
+          return dead_letter_now(*m.key, *m.id, fp, &g, Reason::kRetriesExhausted, chk.reason);
+        auto r = timed_store([&] { return impl_.store->release(release_req(*m.key, *m.id, true)); });
         if (!r.ok())
           log_error(impl_.log, "idem: release failed (the lease will expire instead): {}", r.status().to_string());
         Decision d = Decision::retry(Reason::kInvalidTransition, o_.machine->backoff().delay_for(c.retries));
@@ -91,9 +91,9 @@ std::optional<Decision> Pipeline::gate(const MessageView& m, const ClaimResult& 
         return d;
       }
       case StateGate::Answer::kNeverValid:
-        return dead_letter_now(*m.id, fp, &g, Reason::kInvalidTransition, chk.reason);
+        return dead_letter_now(*m.key, *m.id, fp, &g, Reason::kInvalidTransition, chk.reason);
       case StateGate::Answer::kRejected:
-        return dead_letter_now(*m.id, fp, &g, Reason::kBadMessage, chk.reason);
+        return dead_letter_now(*m.key, *m.id, fp, &g, Reason::kBadMessage, chk.reason);
     }
   }
   return std::nullopt;
@@ -113,7 +113,6 @@ Decision Pipeline::buffer_early(const MessageView& m, std::optional<std::uint64_
     // The predecessor may have been committed (by another consumer) after our claim
     // read the entity and before the entry was stored: then nobody else will drain it.
     drain(*m.key, h);
-    advanced_ = false;  // drained here already
   }
   return d;
 }
@@ -122,10 +121,10 @@ Decision Pipeline::after_buffer_put(const MessageView& m, std::optional<std::uin
                                     std::uint64_t expected) {
   if (s.code() == StatusCode::kFailedPrecondition) {
     return dead_letter_now(
-        *m.id, fp, nullptr, Reason::kBadMessage,
+        *m.key, *m.id, fp, nullptr, Reason::kBadMessage,
         "version " + std::to_string(*m.version) + " of this key is already buffered under another message id");
   }
-  (void)timed_store([&] { return impl_.store->release(release_req(*m.id, false)); });
+  (void)timed_store([&] { return impl_.store->release(release_req(*m.key, *m.id, false)); });
   if (s.code() == StatusCode::kResourceExhausted) {
     log_warn(impl_.log, "idem: {}", s.message());
     Decision d = Decision::retry(Reason::kBufferFull, o_.ordering.buffer_full_delay);
@@ -142,7 +141,6 @@ Decision Pipeline::after_buffer_put(const MessageView& m, std::optional<std::uin
 }
 
 std::size_t Pipeline::drain(std::string_view key, HandlerThunk h) {
-  advanced_ = false;
   {
     std::lock_guard lock(impl_.buffered_mu);
     auto nb =
@@ -180,14 +178,6 @@ std::size_t Pipeline::drain(std::string_view key, HandlerThunk h) {
 }
 
 bool Pipeline::run_buffered(const BufferEntry& e, HandlerThunk h) {
-  const auto saved_key = ekey_;
-  ekey_ = e.key;
-  struct Restore {
-    Pipeline* p;
-    std::optional<std::string_view> k;
-    ~Restore() { p->ekey_ = k; }
-  } restore{this, saved_key};
-
   const TimePoint start = tick();
   ClaimRequest req{e.id, o_.owner, o_.lease, std::nullopt, start, e.key};
   auto claim = timed_store([&] { return impl_.store->claim(req); });
@@ -211,7 +201,7 @@ bool Pipeline::run_buffered(const BufferEntry& e, HandlerThunk h) {
   if (claim->status != ClaimStatus::kNew) return false;  // another consumer runs it
   const EntityRecord& ent = claim->entity;
   if (ent.version != 0 && ent.version + 1 != e.version) {  // moved on since we looked
-    (void)impl_.store->release(release_req(e.id, false));
+    (void)impl_.store->release(release_req(e.key, e.id, false));
     return ent.version >= e.version;
   }
   const auto frame = unframe_buffered(e.message);
@@ -221,16 +211,18 @@ bool Pipeline::run_buffered(const BufferEntry& e, HandlerThunk h) {
   g.version = e.version;
   g.drained = true;
   if (!frame) {
-    report(e, dead_letter_now(e.id, std::nullopt, &g, Reason::kBadMessage, "buffered entry is not in idem's format"),
-           &g);
-    return advanced_;
+    report(
+        e,
+        dead_letter_now(e.key, e.id, std::nullopt, &g, Reason::kBadMessage, "buffered entry is not in idem's format"),
+        &g);
+    return g.advanced;
   }
   if (o_.machine) {
     const StateGate::Check chk = o_.machine->check(ent.state, frame->event);
     g.event = frame->event;
     g.from = chk.from;
     if (chk.answer == StateGate::Answer::kNotYetValid && claim->retries < o_.machine->max_retries()) {
-      (void)timed_store([&] { return impl_.store->release(release_req(e.id, true)); });
+      (void)timed_store([&] { return impl_.store->release(release_req(e.key, e.id, true)); });
       Decision d = Decision::retry(Reason::kInvalidTransition, o_.machine->backoff().delay_for(claim->retries));
       d.detail = chk.reason;
       report_paced(e, d, &g);
@@ -240,8 +232,8 @@ bool Pipeline::run_buffered(const BufferEntry& e, HandlerThunk h) {
       const Reason why = chk.answer == StateGate::Answer::kNotYetValid ? Reason::kRetriesExhausted
                          : chk.answer == StateGate::Answer::kRejected  ? Reason::kBadMessage
                                                                        : Reason::kInvalidTransition;
-      report(e, dead_letter_now(e.id, std::nullopt, &g, why, chk.reason), &g);
-      return advanced_;
+      report(e, dead_letter_now(e.key, e.id, std::nullopt, &g, why, chk.reason), &g);
+      return g.advanced;
     }
     g.to = chk.to;
   }
@@ -251,19 +243,18 @@ bool Pipeline::run_buffered(const BufferEntry& e, HandlerThunk h) {
     decoded = h.call_encoded(h.self, frame->message, ctx, out);
     return decoded ? out : HandlerResult::fail("the buffered message cannot be decoded");
   };
-  advanced_ = false;
   Decision d = run_claimed(e.id, std::nullopt, claim->retries, invoke, start, &g, e.version);
   if (!decoded && d.action == Action::kRetry) {
     // Decoding will not get better with time.
     claim = timed_store([&] { return impl_.store->claim(req); });
     if (claim.ok() && claim->status == ClaimStatus::kNew) {
       g.revision = claim->entity.revision;
-      d = dead_letter_now(e.id, std::nullopt, &g, Reason::kBadMessage, "the buffered message cannot be decoded");
+      d = dead_letter_now(e.key, e.id, std::nullopt, &g, Reason::kBadMessage, "the buffered message cannot be decoded");
     }
   }
   report_paced(e, d, &g);
-  if (advanced_ && d.reason == Reason::kProcessed) metrics_.count_drained(1);
-  return advanced_;
+  if (g.advanced && d.reason == Reason::kProcessed) metrics_.count_drained(1);
+  return g.advanced;
 }
 
 void Pipeline::report_paced(const BufferEntry& e, const Decision& d, const Gate* g) {
@@ -348,8 +339,6 @@ std::size_t Pipeline::apply_gap_policy(const BufferedKey& k, HandlerThunk h) {
     }
     case GapPolicy::kDeadLetter: {
       std::size_t moved = 0;
-      const auto saved_key = ekey_;
-      ekey_ = k.key;
       for (const BufferEntry& e : *entries) {
         const TimePoint now = tick();
         auto claim = timed_store([&] {
@@ -358,7 +347,7 @@ std::size_t Pipeline::apply_gap_policy(const BufferedKey& k, HandlerThunk h) {
         if (!claim.ok() || claim->status == ClaimStatus::kInProgress) break;
         if (claim->status == ClaimStatus::kNew) {
           Status s = timed_store([&] {
-            return impl_.store->commit(commit_request(e.id, std::nullopt, Outcome::kDeadLettered, std::nullopt));
+            return impl_.store->commit(commit_request(k.key, e.id, std::nullopt, Outcome::kDeadLettered, std::nullopt));
           });
           if (!s.ok()) break;
         }
@@ -368,7 +357,6 @@ std::size_t Pipeline::apply_gap_policy(const BufferedKey& k, HandlerThunk h) {
         report(e, d, nullptr);
         ++moved;
       }
-      ekey_ = saved_key;
       return moved;
     }
   }

@@ -145,10 +145,10 @@ Decision Engine::process_ahead(const MessageView& m, HandlerThunk h, const Messa
                         m.version);
     const Run run = p.run_handler(h, index, ctx, *start);
     if (run.kind != HandlerResult::Kind::kOk || run.unacknowledged)
-      return p.after_failure(*m.id, fp, claim->retries, run);
+      return p.after_failure(std::nullopt, *m.id, fp, claim->retries, run);
     Decision ok = Decision::ack(Reason::kProcessed);
     const auto result = p.storable_result(run, ok);
-    const CommitRequest commit = p.commit_request(*m.id, fp, Outcome::kProcessed, result);
+    const CommitRequest commit = p.commit_request(std::nullopt, *m.id, fp, Outcome::kProcessed, result);
     Status s;
     if (next != nullptr && !p.validate(*next)) {
       const auto next_fp = Pipeline::fingerprint_of(*next);

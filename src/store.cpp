@@ -1,7 +1,7 @@
 // Default batch and transaction forms of the store contract.
-#include <unordered_set>
-
 #include "idem/store.hpp"
+
+#include "idem/request_checks.hpp"
 
 namespace idem {
 
@@ -15,14 +15,14 @@ std::vector<StatusOr<ClaimResult>> Store::claim_batch(std::span<const ClaimReque
 std::vector<Status> Store::commit_batch(std::span<const CommitRequest> requests) {
   std::vector<Status> out;
   out.reserve(requests.size());
-  std::unordered_set<std::string_view> broken;  // keys whose chain stopped (entity_chains)
+  EntityChains chains;  // entity_chains
   for (const auto& r : requests) {
-    if (r.entity && broken.contains(r.entity->key)) {
-      out.push_back(aborted("an earlier entity write of this key in the batch failed"));
+    if (Status s = chains.check(r); !s.ok()) {
+      out.push_back(std::move(s));
       continue;
     }
     out.push_back(commit(r));
-    if (r.entity && !out.back().ok()) broken.insert(r.entity->key);
+    chains.note(r, out.back());
   }
   return out;
 }

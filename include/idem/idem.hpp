@@ -14,3 +14,4 @@
 #include "idem/status.hpp"
 #include "idem/store.hpp"
 #include "idem/store_uri.hpp"
+#include "idem/store_wrapper.hpp"

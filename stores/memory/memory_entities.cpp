@@ -2,13 +2,9 @@
 
 #include <algorithm>
 
-namespace idem::memory_detail {
+#include "idem/request_checks.hpp"
 
-Status validate(const EntityWrite& w) {
-  if (w.key.empty()) return invalid_argument("entity write: empty key");
-  if (w.state && w.state->empty()) return invalid_argument("entity write: empty state");
-  return ok_status();
-}
+namespace idem::memory_detail {
 
 Entities::Entities(std::size_t stripes) {
   stripes_.reserve(stripes);
@@ -58,9 +54,7 @@ void Entities::apply_locked(const EntityWrite& w) {
 }
 
 Status Entities::put(const BufferPut& p) {
-  if (p.key.empty()) return invalid_argument("buffer_put: empty key");
-  if (p.version == 0) return invalid_argument("buffer_put: version must be > 0");
-  if (p.id.empty()) return invalid_argument("buffer_put: empty id");
+  if (Status s = check_buffer_put(p); !s.ok()) return s;
   Stripe& s = stripe(p.key);
   std::lock_guard lock(s.mu);
   auto kb = s.buffers.find(p.key);

@@ -26,9 +26,6 @@ struct StringHash {
   std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
 };
 
-// Returns kInvalidArgument if `write` breaks a REQUIRES of EntityWrite.
-Status validate(const EntityWrite& write);
-
 class Entities {
  public:
   // REQUIRES: stripes > 0.
@@ -36,7 +33,7 @@ class Entities {
 
   // --- the Store methods (each takes its own locks) --------------------------------
   EntityRecord read(std::string_view key);
-  Status write(const EntityWrite& write);  // REQUIRES: validate(write) is OK
+  Status write(const EntityWrite& write);  // REQUIRES: check_entity_write(write) is OK
   Status put(const BufferPut& put);
   std::vector<BufferEntry> read_buffer(std::string_view key, std::size_t max);
   void remove(std::string_view key, std::uint64_t version);

@@ -8,6 +8,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "idem/request_checks.hpp"
 #include "memory_entities.hpp"
 
 namespace idem {
@@ -274,19 +275,21 @@ class MemoryStore final : public Store {
   }
 
   StatusOr<ClaimResult> claim(const ClaimRequest& q) override {
-    if (q.id.empty()) return invalid_argument("claim: empty id");
-    if (q.entity_key && q.entity_key->empty()) return invalid_argument("claim: empty entity key");
+    if (Status s = check_claim(q); !s.ok()) return s;
     return shard(q.id).claim(q, entities_);
   }
   Status commit(const CommitRequest& q) override {
-    if (q.id.empty()) return invalid_argument("commit: empty id");
-    if (q.entity) {
-      if (Status s = memory_detail::validate(*q.entity); !s.ok()) return s;
-    }
+    if (Status s = check_commit(q); !s.ok()) return s;
     return shard(q.id).commit(q, entities_);
   }
-  StatusOr<std::uint32_t> release(const ReleaseRequest& q) override { return shard(q.id).release(q); }
-  Status extend(const ExtendRequest& q) override { return shard(q.id).extend(q); }
+  StatusOr<std::uint32_t> release(const ReleaseRequest& q) override {
+    if (Status s = check_release(q); !s.ok()) return s;
+    return shard(q.id).release(q);
+  }
+  Status extend(const ExtendRequest& q) override {
+    if (Status s = check_extend(q); !s.ok()) return s;
+    return shard(q.id).extend(q);
+  }
   StatusOr<std::optional<RecordInfo>> inspect(std::string_view id, TimePoint now) override {
     return shard(id).inspect(id, now);
   }
@@ -302,11 +305,11 @@ class MemoryStore final : public Store {
   }
 
   StatusOr<EntityRecord> read_entity(std::string_view key) override {
-    if (key.empty()) return invalid_argument("read_entity: empty key");
+    if (Status s = check_entity_key(key, "read_entity"); !s.ok()) return s;
     return entities_.read(key);
   }
   Status write_entity(const EntityWrite& w) override {
-    if (Status s = memory_detail::validate(w); !s.ok()) return s;
+    if (Status s = check_entity_write(w, "write_entity"); !s.ok()) return s;
     return entities_.write(w);
   }
   Status buffer_put(const BufferPut& p) override { return entities_.put(p); }

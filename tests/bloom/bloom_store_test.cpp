@@ -13,6 +13,7 @@
 
 #include "idem/idem.hpp"
 #include "idem/open_store.hpp"
+#include "idem/store_wrapper.hpp"
 
 namespace idem {
 namespace {
@@ -214,6 +215,75 @@ TEST(BloomStore, UriParameters) {
   // window=90m: remembered at 90 min - 1 ms, forgotten after 90 min.
   EXPECT_EQ(claim_status(**s, "x", kT0 + milliseconds(90 * 60'000 - 1)), ClaimStatus::kCompleted);
   EXPECT_EQ(claim_status(**s, "x", kT0 + milliseconds(90 * 60'000 + 1)), ClaimStatus::kNew);
+}
+
+// A memory store that declares the combined commit_then_claim and counts the calls
+// that reach it.
+class CombinedCounting final : public StoreWrapper {
+ public:
+  using StoreWrapper::StoreWrapper;
+  StoreCapabilities capabilities() const override {
+    StoreCapabilities c = StoreWrapper::capabilities();
+    c.combined_commit_claim = true;
+    return c;
+  }
+  StatusOr<ClaimResult> claim(const ClaimRequest& q) override {
+    ++claims;
+    return StoreWrapper::claim(q);
+  }
+  Status commit(const CommitRequest& q) override {
+    ++commits;
+    return StoreWrapper::commit(q);
+  }
+  CommitThenClaimResult commit_then_claim(const CommitRequest& c, const ClaimRequest& q) override {
+    ++combined;
+    return StoreWrapper::commit_then_claim(c, q);
+  }
+  int claims = 0, commits = 0, combined = 0;
+};
+
+// A front over a store with the combined call forwards commit_then_claim as one call,
+// after the filter has learnt the committed id; over any other store it makes the two
+// calls through the filter (the claim of a certainly absent id skips the durable read).
+TEST(BloomFront, ForwardsCommitThenClaimToACombinedStoreAndLearnsTheId) {
+  for (const bool combined : {true, false}) {
+    SCOPED_TRACE(combined ? "combined" : "two calls");
+    auto memory = open_store("memory:");
+    ASSERT_TRUE(memory.ok());
+    Store* raw = memory->get();
+    std::shared_ptr<Store> durable = *memory;
+    CombinedCounting* counting = nullptr;
+    if (combined) {
+      auto c = std::make_shared<CombinedCounting>(*memory);
+      counting = c.get();
+      durable = c;
+    }
+    bloom::DurableHooks hooks;
+    hooks.claim_absent = [raw](const ClaimRequest& q) { return raw->claim(q); };
+    hooks.for_each_record = [](const std::function<void(std::string_view, TimePoint)>&) { return ok_status(); };
+    auto front = bloom::open_front(durable, {.capacity = 10'000, .fp = 0.01}, std::move(hooks));
+    ASSERT_TRUE(front.ok()) << front.status().to_string();
+    Store& f = **front;
+    ASSERT_EQ(claim_status(f, "a", kT0), ClaimStatus::kNew);
+    const auto before = *bloom::stats(f);
+
+    auto both = f.commit_then_claim({"a", "A", std::nullopt, kT0, kTtl, std::nullopt},
+                                    {"b", "A", kLease, std::nullopt, kT0, std::nullopt});
+    EXPECT_TRUE(both.commit.ok()) << both.commit.to_string();
+    ASSERT_TRUE(both.claim.ok());
+    EXPECT_EQ(both.claim->status, ClaimStatus::kNew);
+    const auto after = *bloom::stats(f);
+    if (combined) {
+      EXPECT_EQ(counting->combined, 1) << "one call to the durable store";
+      EXPECT_EQ(counting->commits, 0);
+      EXPECT_EQ(after.durable_claims, before.durable_claims) << "the claim went with the commit";
+    } else {
+      EXPECT_EQ(after.skipped_reads, before.skipped_reads + 1) << "b was certainly absent: no durable read";
+    }
+    // The filter learnt "a": its claim goes to the durable store, which has it done.
+    EXPECT_EQ(claim_status(f, "a", kT0, "B"), ClaimStatus::kCompleted);
+    EXPECT_EQ(bloom::stats(f)->durable_claims, after.durable_claims + 1);
+  }
 }
 
 }  // namespace

@@ -11,10 +11,13 @@
 //
 // Also a front filter over memory: (BloomMemory), whose read-free claim hook knows no
 // entities, so that the suite checks that the filter sends every claim with an entity
-// key, and every entity method, to the store behind it.
+// key, and every entity method, to the store behind it; and the same over a memory
+// store that declares the combined commit_then_claim (front_combined_memory), which the
+// filter forwards.
 #include "conformance/store_conformance.hpp"
 #include "idem/bloom_store.hpp"
 #include "idem/memory_store.hpp"
+#include "idem/store_wrapper.hpp"
 
 namespace idem::conformance {
 namespace {
@@ -56,13 +59,28 @@ INSTANTIATE_TEST_SUITE_P(
                                     {.capacity = 1000, .fp = 0.01, .window = kSuiteTtl, .generations = 1})),
     factory_name);
 
-// Each open() is a new, empty memory store behind a new filter.
+// A memory store that declares the combined commit_then_claim (as idem::redis does),
+// so that the filter in front of it forwards the call.
+class CombinedMemory final : public StoreWrapper {
+ public:
+  using StoreWrapper::StoreWrapper;
+  StoreCapabilities capabilities() const override {
+    StoreCapabilities c = StoreWrapper::capabilities();
+    c.combined_commit_claim = true;
+    return c;
+  }
+};
+
+// Each open() is a new, empty memory store behind a new filter (`combined`: declaring
+// the combined commit_then_claim).
 class FrontMemoryLocation final : public StoreLocation {
  public:
+  explicit FrontMemoryLocation(bool combined) : combined_(combined) {}
   StatusOr<std::shared_ptr<Store>> open(FaultHook) override {
     auto durable = open_memory_store();
     if (!durable.ok()) return durable.status();
     Store* raw = durable->get();
+    if (combined_) *durable = std::make_shared<CombinedMemory>(*durable);
     bloom::DurableHooks hooks;
     // Answers like memory's claim, but never reads an entity record (as a store's
     // read-free claim need not): a claim with an entity key must not come here.
@@ -75,22 +93,27 @@ class FrontMemoryLocation final : public StoreLocation {
     hooks.for_each_record = [](const std::function<void(std::string_view, TimePoint)>&) { return ok_status(); };
     return bloom::open_front(*durable, {.capacity = 10'000, .fp = 0.01}, std::move(hooks));
   }
+
+ private:
+  bool combined_;
 };
 
-StoreFactory front_memory_factory() {
+StoreFactory front_memory_factory(bool combined) {
   StoreFactory f;
-  f.name = "front_memory";
+  f.name = combined ? "front_combined_memory" : "front_memory";
+  f.capabilities.combined_commit_claim = combined;
   f.capabilities.durable = false;
   f.capabilities.shared = false;
   f.capabilities.probabilistic = false;  // positives are confirmed by memory
   f.capabilities.entities = true;        // memory's, through the filter
   f.capabilities.fault_hook = false;
   f.capabilities.no_fault_hook_reason = "memory: no step of its commit can fail midway, so it has no fault points";
-  f.new_location = [] { return std::make_unique<FrontMemoryLocation>(); };
+  f.new_location = [combined] { return std::make_unique<FrontMemoryLocation>(combined); };
   return f;
 }
 
-INSTANTIATE_TEST_SUITE_P(BloomMemory, StoreConformance, ::testing::Values(front_memory_factory()), factory_name);
+INSTANTIATE_TEST_SUITE_P(BloomMemory, StoreConformance,
+                         ::testing::Values(front_memory_factory(false), front_memory_factory(true)), factory_name);
 
 }  // namespace
 }  // namespace idem::conformance

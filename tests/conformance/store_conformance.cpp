@@ -145,6 +145,7 @@ TEST_P(StoreConformance, CapabilitiesMatchWhatTheFactoryPromises) {
   EXPECT_EQ(c.shared, caps().shared);
   EXPECT_EQ(c.probabilistic, caps().probabilistic);
   EXPECT_EQ(c.entities, caps().entities);
+  EXPECT_EQ(c.combined_commit_claim, caps().combined_commit_claim);
   EXPECT_EQ(c.false_positive_rate, caps().false_positive_rate) << "the store states its rate";
   if (!caps().probabilistic) {
     EXPECT_EQ(caps().false_positive_rate, 0.0);
@@ -707,6 +708,144 @@ TEST_P(StoreConformance, CommitBatchAnswersLikeSingleCommitsWithPerItemFailures)
   EXPECT_EQ(claim_ok(claim_req("done", "C", t2)).result, stored("old"));
   EXPECT_EQ(claim_ok(claim_req("mine-2", "C", t2)).dead_lettered, !caps().membership_only);
   EXPECT_EQ(inspect_live("retried", t2).retries, 0u);
+}
+
+// --- requests breaking a REQUIRES ----------------------------------------------------
+
+// Every store refuses the requests the contract forbids (idem/request_checks.hpp) with
+// kInvalidArgument, and writes nothing for them.
+TEST_P(StoreConformance, RequestsBreakingARequiresAreRefused) {
+  const TimePoint t0 = clock_.now();
+  auto refused = [](const Status& s) { return s.code() == StatusCode::kInvalidArgument; };
+  ClaimRequest q = claim_req("", "A", t0);
+  EXPECT_TRUE(refused(store().claim(q).status())) << "empty id";
+  q = claim_req("r", "A", t0);
+  q.lease = Duration{0};
+  EXPECT_TRUE(refused(store().claim(q).status())) << "lease 0";
+  q = claim_req("r", "A", t0);
+  q.entity_key = "";
+  EXPECT_TRUE(refused(store().claim(q).status())) << "empty entity key";
+  EXPECT_TRUE(refused(store().commit(commit_req("", "A", t0)))) << "commit: empty id";
+  CommitRequest c = commit_req("r", "A", t0);
+  c.ttl = Duration{0};
+  EXPECT_TRUE(refused(store().commit(c))) << "commit: ttl 0";
+  EXPECT_TRUE(refused(store().release(release_req("", "A", t0, false)).status())) << "release: empty id";
+  ReleaseRequest r = release_req("r", "A", t0, true);
+  r.retry_ttl = Duration{0};
+  EXPECT_TRUE(refused(store().release(r).status())) << "release: retry_ttl 0";
+  EXPECT_TRUE(refused(store().extend({"", "A", kLease, t0, std::nullopt}))) << "extend: empty id";
+  EXPECT_TRUE(refused(store().extend({"r", "A", Duration{0}, t0, std::nullopt}))) << "extend: lease 0";
+  auto none = inspect("r", t0);
+  ASSERT_TRUE(none.ok()) << none.status().to_string();
+  EXPECT_FALSE(none->has_value()) << "nothing was written for r";
+  claim_new("r", "A", t0);  // r is still new (claim_new asserts it)
+}
+
+// --- commit_then_claim ------------------------------------------------------------------
+
+namespace {
+
+// True iff c answers a claim of a fresh id: kNew, or for a probabilistic store
+// possibly a false positive (kCompleted).
+bool fresh(const ClaimResult& c, bool probabilistic) {
+  return c.status == ClaimStatus::kNew || (probabilistic && c.status == ClaimStatus::kCompleted);
+}
+
+}  // namespace
+
+// Every store answers commit_then_claim(c, q) as commit(c) followed by claim(q): the
+// claim sees the commit, and a failed commit does not stop the claim.
+TEST_P(StoreConformance, CommitThenClaimAnswersAsCommitThenClaim) {
+  const TimePoint t0 = clock_.now();
+  ASSERT_TRUE(claim_new("ctc-mine", "A", t0));
+  ASSERT_TRUE(claim_new("ctc-theirs", "B", t0));
+  const TimePoint t1 = t0 + milliseconds(10);
+
+  // The commit lands and the next id is claimed.
+  auto first = store().commit_then_claim(commit_req("ctc-mine", "A", t1, "r1"sv), claim_req("ctc-next", "A", t1));
+  EXPECT_TRUE(first.commit.ok()) << first.commit.to_string();
+  ASSERT_TRUE(first.claim.ok()) << first.claim.status().to_string();
+  EXPECT_TRUE(fresh(*first.claim, caps().probabilistic)) << static_cast<int>(first.claim->status);
+  if (first.claim->status == ClaimStatus::kNew) {
+    EXPECT_EQ(first.claim->retries, 0u);
+    const RecordInfo next = inspect_live("ctc-next", t1);
+    EXPECT_EQ(next.state, RecordState::kInProgress);
+    EXPECT_EQ(next.owner, "A");
+  }
+
+  // The claim sees the commit made just before it (the same id).
+  auto same = store().commit_then_claim(commit_req("ctc-same", "A", t1, "r2"sv), claim_req("ctc-same", "B", t1));
+  EXPECT_EQ(same.commit.code(), StatusCode::kOk) << "a commit without a lease is accepted: " << same.commit.to_string();
+  ASSERT_TRUE(same.claim.ok()) << same.claim.status().to_string();
+  EXPECT_EQ(same.claim->status, ClaimStatus::kCompleted);
+  EXPECT_EQ(same.claim->result, stored("r2"s));
+
+  // A commit refused (another owner's lease) does not stop the claim.
+  auto refused = store().commit_then_claim(commit_req("ctc-theirs", "A", t1), claim_req("ctc-other", "A", t1));
+  EXPECT_EQ(refused.commit.code(), StatusCode::kFailedPrecondition) << refused.commit.to_string();
+  ASSERT_TRUE(refused.claim.ok()) << refused.claim.status().to_string();
+  EXPECT_TRUE(fresh(*refused.claim, caps().probabilistic)) << static_cast<int>(refused.claim->status);
+
+  // A claim of an id leased to another owner answers kInProgress.
+  auto held = store().commit_then_claim(commit_req("ctc-after", "A", t1), claim_req("ctc-theirs", "A", t1));
+  EXPECT_TRUE(held.commit.ok()) << held.commit.to_string();
+  ASSERT_TRUE(held.claim.ok()) << held.claim.status().to_string();
+  EXPECT_EQ(held.claim->status, ClaimStatus::kInProgress);
+  EXPECT_EQ(held.claim->owner, "B");
+
+  // The records are what the two calls leave.
+  const TimePoint t2 = t1 + milliseconds(1);
+  ClaimResult mine = claim_ok(claim_req("ctc-mine", "C", t2));
+  EXPECT_EQ(mine.status, ClaimStatus::kCompleted);
+  EXPECT_EQ(mine.result, stored("r1"s));
+  EXPECT_EQ(inspect_live("ctc-theirs", t2).state, RecordState::kInProgress);
+  EXPECT_EQ(inspect_live("ctc-theirs", t2).owner, "B");
+}
+
+// A store that declares combined_commit_claim answers commit_then_claim in one round
+// trip with the answers of the two calls; one that does not keeps Store's default
+// (the declared departure: the two calls, so Consumer::process(m, next) keeps the plain
+// path). Either way the answers equal those of commit() and claim() made separately,
+// checked here on twin ids across the cases of the test above.
+TEST_P(StoreConformance, CommitThenClaimEqualsTheTwoCallsWhetherCombinedOrNot) {
+  EXPECT_EQ(store().capabilities().combined_commit_claim, caps().combined_commit_claim)
+      << (caps().combined_commit_claim ? "the store declares the combined call"
+                                       : "departure: the store keeps the two calls and says so");
+  const TimePoint t0 = clock_.now();
+  for (std::string twin : {"combined-", "separate-"}) {
+    ASSERT_TRUE(claim_new(twin + "mine", "A", t0));
+    ASSERT_TRUE(claim_new(twin + "theirs", "B", t0));
+  }
+  const TimePoint t1 = t0 + milliseconds(10);
+  struct Case {
+    std::string commit_id, commit_owner, claim_id, claim_owner;
+  };
+  const std::vector<Case> cases = {
+      {"mine", "A", "next", "A"},     // both succeed
+      {"next", "A", "next", "B"},     // the claim sees the commit
+      {"theirs", "A", "other", "A"},  // a refused commit, then a fresh claim
+      {"done", "A", "theirs", "A"},   // a claim of a held id
+      {"mine", "A", "mine", "A"},     // a commit of a completed id, then its claim
+  };
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.commit_id + " then " + k.claim_id);
+    const std::string cc = "combined-" + k.commit_id, cq = "combined-" + k.claim_id;
+    const std::string sc = "separate-" + k.commit_id, sq = "separate-" + k.claim_id;
+    auto both = store().commit_then_claim(commit_req(cc, k.commit_owner, t1, "r"sv), claim_req(cq, k.claim_owner, t1));
+    const Status commit = store().commit(commit_req(sc, k.commit_owner, t1, "r"sv));
+    auto claim = store().claim(claim_req(sq, k.claim_owner, t1));
+    EXPECT_EQ(both.commit.code(), commit.code()) << both.commit.to_string() << " vs " << commit.to_string();
+    ASSERT_EQ(both.claim.ok(), claim.ok());
+    if (!claim.ok()) continue;
+    if (caps().probabilistic &&
+        (both.claim->status == ClaimStatus::kCompleted) != (claim->status == ClaimStatus::kCompleted))
+      continue;  // a false positive on one twin only
+    EXPECT_EQ(both.claim->status, claim->status);
+    EXPECT_EQ(both.claim->result, claim->result);
+    EXPECT_EQ(both.claim->retries, claim->retries);
+    EXPECT_EQ(both.claim->owner, claim->owner);
+    EXPECT_EQ(both.claim->lease_left, claim->lease_left);
+  }
 }
 
 // --- atomic commit ------------------------------------------------------------------

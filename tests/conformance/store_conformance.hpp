@@ -67,6 +67,11 @@ struct FactoryCapabilities {
   // Bloom window). REQUIRES: equal to the suite's kTtl, so that the tests' expiry
   // checks hold; tests that commit with a shorter ttl check this retention instead.
   Duration fixed_retention{0};
+  // commit_then_claim is one round trip (capabilities().combined_commit_claim). When
+  // false the store keeps Store's default, the two calls (a declared departure): the
+  // commit_then_claim tests then assert that its answers and records are exactly those
+  // of commit() and claim() made one after the other.
+  bool combined_commit_claim = false;
   // The store keeps entity records and the reorder buffer (entity.hpp) and says so in
   // capabilities().entities. When false, every entity method must return
   // kFailedPrecondition, and the entity tests assert exactly that instead.

@@ -11,6 +11,7 @@
 
 #include "idem/consumer.hpp"
 #include "idem/fingerprint.hpp"
+#include "idem/store_wrapper.hpp"
 #include "test_util.hpp"
 
 namespace idem::redis_test {
@@ -29,39 +30,31 @@ Extractors<Msg> extractors() {
 }
 
 // Forwards to the real store and counts the calls that reach it.
-class CountingStore final : public Store {
+class CountingStore final : public StoreWrapper {
  public:
-  explicit CountingStore(std::shared_ptr<Store> s) : s_(std::move(s)) {}
-  StoreCapabilities capabilities() const override { return s_->capabilities(); }
+  using StoreWrapper::StoreWrapper;
   StatusOr<ClaimResult> claim(const ClaimRequest& q) override {
     ++claims;
-    return s_->claim(q);
+    return StoreWrapper::claim(q);
   }
   Status commit(const CommitRequest& q) override {
     ++commits;
-    return s_->commit(q);
+    return StoreWrapper::commit(q);
   }
   CommitThenClaimResult commit_then_claim(const CommitRequest& c, const ClaimRequest& q) override {
     ++combined;
-    return s_->commit_then_claim(c, q);
+    return StoreWrapper::commit_then_claim(c, q);
   }
   StatusOr<std::uint32_t> release(const ReleaseRequest& q) override {
     ++releases;
-    return s_->release(q);
+    return StoreWrapper::release(q);
   }
   Status extend(const ExtendRequest& q) override {
     ++extends;
-    return s_->extend(q);
+    return StoreWrapper::extend(q);
   }
-  StatusOr<std::optional<RecordInfo>> inspect(std::string_view id, TimePoint now) override {
-    return s_->inspect(id, now);
-  }
-  StatusOr<std::size_t> purge_expired(TimePoint now, std::size_t max) override { return s_->purge_expired(now, max); }
 
   std::atomic<int> claims{0}, commits{0}, combined{0}, releases{0}, extends{0};
-
- private:
-  std::shared_ptr<Store> s_;
 };
 
 class RedisLookahead : public WithRedisServer {

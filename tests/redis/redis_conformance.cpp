@@ -43,6 +43,7 @@ conformance::StoreFactory redis_factory(std::string name, std::function<std::str
   f.capabilities.shared = true;
   f.capabilities.probabilistic = false;
   f.capabilities.entities = true;
+  f.capabilities.combined_commit_claim = true;  // the commit and the claim share one pipeline
   f.capabilities.fault_hook = false;
   f.capabilities.no_fault_hook_reason =
       "redis: a commit is one Lua script that the server runs atomically; the client has no intermediate step "

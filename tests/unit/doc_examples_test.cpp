@@ -5,6 +5,7 @@
 // opens a fixed path, the path is the function's parameter.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdint>
 #include <optional>
 #include <stdexcept>
@@ -349,5 +350,35 @@ TEST(DocExamples, MachineGateHeaderExampleSetsTheGate) {
   EXPECT_THROW(machine_gate_header_example("/nonexistent/product.yaml", opts), Died);
 }
 #endif
+
+// --- include/idem/store_wrapper.hpp, the example at the top --------------------------
+
+namespace wrapper {
+
+class CountingStore final : public idem::StoreWrapper {
+ public:
+  using StoreWrapper::StoreWrapper;
+  idem::Status commit(const idem::CommitRequest& r) override {
+    ++commits;
+    return StoreWrapper::commit(r);
+  }
+  std::atomic<int> commits{0};
+};
+
+}  // namespace wrapper
+
+TEST(DocExamples, StoreWrapperHeaderExampleCountsCommitsAndForwardsTheRest) {
+  auto memory = idem::open_store("memory:");
+  ASSERT_TRUE(memory.ok());
+  wrapper::CountingStore counting(*memory);
+  const idem::TimePoint t0{};
+  const idem::Duration lease{1000};
+  ASSERT_EQ(counting.claim({"m", "A", lease, std::nullopt, t0, std::nullopt})->status, idem::ClaimStatus::kNew);
+  EXPECT_TRUE(counting.commit({"m", "A", std::nullopt, t0, lease, std::nullopt}).ok());
+  EXPECT_EQ(counting.commits.load(), 1);
+  EXPECT_EQ((*memory)->claim({"m", "B", lease, std::nullopt, t0, std::nullopt})->status, idem::ClaimStatus::kCompleted)
+      << "the commit reached the wrapped store";
+  EXPECT_TRUE(counting.capabilities().entities) << "the wrapped store's capabilities";
+}
 
 }  // namespace

@@ -1,4 +1,5 @@
 // Contradictory options fail at create() with kInvalidArgument naming the option.
+#include "idem/store_wrapper.hpp"
 #include "unit/consumer_test_support.hpp"
 
 namespace idem::test {
@@ -7,24 +8,13 @@ namespace {
 using std::chrono::milliseconds;
 
 // A test-only store that reports itself probabilistic (or transactional) and delegates
-// everything to a memory store.
-class FlaggedStore final : public Store {
+// everything else to a memory store.
+class FlaggedStore final : public StoreWrapper {
  public:
-  FlaggedStore(std::shared_ptr<Store> inner, StoreCapabilities caps) : inner_(std::move(inner)), caps_(caps) {}
+  FlaggedStore(std::shared_ptr<Store> inner, StoreCapabilities caps) : StoreWrapper(std::move(inner)), caps_(caps) {}
   StoreCapabilities capabilities() const override { return caps_; }
-  StatusOr<ClaimResult> claim(const ClaimRequest& r) override { return inner_->claim(r); }
-  Status commit(const CommitRequest& r) override { return inner_->commit(r); }
-  StatusOr<std::uint32_t> release(const ReleaseRequest& r) override { return inner_->release(r); }
-  Status extend(const ExtendRequest& r) override { return inner_->extend(r); }
-  StatusOr<std::optional<RecordInfo>> inspect(std::string_view id, TimePoint now) override {
-    return inner_->inspect(id, now);
-  }
-  StatusOr<std::size_t> purge_expired(TimePoint now, std::size_t max) override {
-    return inner_->purge_expired(now, max);
-  }
 
  private:
-  std::shared_ptr<Store> inner_;
   StoreCapabilities caps_;
 };
 

@@ -9,6 +9,7 @@
 #include <iterator>
 
 #include "bloom_store_impl.hpp"
+#include "idem/request_checks.hpp"
 
 namespace idem::bloom::detail {
 namespace {
@@ -98,7 +99,7 @@ StoreCapabilities BloomStore::capabilities() const {
 }
 
 StatusOr<ClaimResult> BloomStore::claim(const ClaimRequest& q) {
-  if (q.id.empty()) return invalid_argument("bloom: claim: empty id");
+  if (Status s = check_claim(q); !s.ok()) return s;
   const std::int64_t now = to_unix_ms(q.now);
   const Probe p = probe_of(q.id);
   const HashedId h = hashed(q.id, p);
@@ -129,7 +130,7 @@ StatusOr<ClaimResult> BloomStore::claim(const ClaimRequest& q) {
 }
 
 Status BloomStore::commit(const CommitRequest& q) {
-  if (q.id.empty()) return invalid_argument("bloom: commit: empty id");
+  if (Status s = check_commit(q); !s.ok()) return s;
   const std::int64_t now = to_unix_ms(q.now);
   const Probe p = probe_of(q.id);
   Stripe& s = stripes_.of(p);
@@ -150,8 +151,7 @@ Status BloomStore::commit(const CommitRequest& q) {
 }
 
 StatusOr<std::uint32_t> BloomStore::release(const ReleaseRequest& q) {
-  if (q.id.empty()) return invalid_argument("bloom: release: empty id");
-  if (q.count_retry && q.retry_ttl.count() <= 0) return invalid_argument("bloom: release: retry_ttl must be > 0");
+  if (Status s = check_release(q); !s.ok()) return s;
   const std::int64_t now = to_unix_ms(q.now);
   const Probe p = probe_of(q.id);
   Stripe& s = stripes_.of(p);
@@ -169,6 +169,7 @@ StatusOr<std::uint32_t> BloomStore::release(const ReleaseRequest& q) {
 }
 
 Status BloomStore::extend(const ExtendRequest& q) {
+  if (Status s = check_extend(q); !s.ok()) return s;
   const std::int64_t now = to_unix_ms(q.now);
   const Probe p = probe_of(q.id);
   Stripe& s = stripes_.of(p);

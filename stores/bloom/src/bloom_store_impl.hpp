@@ -8,6 +8,7 @@
 
 #include "generations.hpp"
 #include "idem/bloom_store.hpp"
+#include "idem/store_wrapper.hpp"
 #include "leases.hpp"
 
 namespace idem::bloom::detail {
@@ -44,43 +45,24 @@ class BloomStore final : public Store {
   Stripes stripes_;
 };
 
-class FrontStore final : public Store {
+// The filter in front of a durable store (the wrapper's target): it changes claim (the
+// read it may skip) and every write that must reach the filter first; everything else
+// is the durable store's (entity records, the reorder buffer, capabilities, purge).
+class FrontStore final : public StoreWrapper {
  public:
   FrontStore(std::shared_ptr<Store> durable, const Options& o, DurableHooks hooks)
-      : durable_(std::move(durable)), hooks_(std::move(hooks)), filter_(o, DropRule::kAllExpired) {}
+      : StoreWrapper(std::move(durable)), hooks_(std::move(hooks)), filter_(o, DropRule::kAllExpired) {}
 
   // Fills the filter from the durable store. Without the hook the filter never vouches.
   Status warm();
 
-  StoreCapabilities capabilities() const override { return durable_->capabilities(); }
   StatusOr<ClaimResult> claim(const ClaimRequest& request) override;
   Status commit(const CommitRequest& request) override;
   StatusOr<std::uint32_t> release(const ReleaseRequest& request) override;
-  Status extend(const ExtendRequest& request) override { return durable_->extend(request); }
-  StatusOr<std::optional<RecordInfo>> inspect(std::string_view id, TimePoint now) override {
-    return durable_->inspect(id, now);
-  }
   std::vector<StatusOr<ClaimResult>> claim_batch(std::span<const ClaimRequest> requests) override;
   std::vector<Status> commit_batch(std::span<const CommitRequest> requests) override;
+  CommitThenClaimResult commit_then_claim(const CommitRequest& c, const ClaimRequest& q) override;
   StatusOr<std::unique_ptr<StoreTransaction>> begin(TimePoint now) override;
-  StatusOr<std::size_t> purge_expired(TimePoint now, std::size_t max_records) override {
-    return durable_->purge_expired(now, max_records);
-  }
-  // Entity records and the reorder buffer are the durable store's (capabilities()
-  // reports its `entities`); the filter knows nothing of them.
-  StatusOr<EntityRecord> read_entity(std::string_view key) override { return durable_->read_entity(key); }
-  Status write_entity(const EntityWrite& write) override { return durable_->write_entity(write); }
-  Status buffer_put(const BufferPut& put) override { return durable_->buffer_put(put); }
-  std::vector<Status> buffer_put_batch(std::span<const BufferPut> puts) override {
-    return durable_->buffer_put_batch(puts);
-  }
-  StatusOr<std::vector<BufferEntry>> buffer_read(std::string_view key, std::size_t max) override {
-    return durable_->buffer_read(key, max);
-  }
-  Status buffer_remove(std::string_view key, std::uint64_t version) override {
-    return durable_->buffer_remove(key, version);
-  }
-  StatusOr<BufferSummary> buffer_summary(std::size_t max_keys) override { return durable_->buffer_summary(max_keys); }
 
   // Adds id before its record is written (so a negative never hides a record).
   void note(std::string_view id, std::int64_t now_ms, std::int64_t expires_ms) {
@@ -100,7 +82,6 @@ class FrontStore final : public Store {
     return !q.entity_key && !q.id.empty() && certainly_absent(q.id, to_unix_ms(q.now));
   }
 
-  std::shared_ptr<Store> durable_;
   DurableHooks hooks_;
   std::mutex mu_;
   Generations filter_;

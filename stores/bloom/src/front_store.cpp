@@ -55,7 +55,7 @@ StatusOr<ClaimResult> FrontStore::claim(const ClaimRequest& q) {
     return hooks_.claim_absent(q);
   }
   passed_.fetch_add(1, std::memory_order_relaxed);
-  return durable_->claim(q);
+  return target()->claim(q);
 }
 
 std::vector<StatusOr<ClaimResult>> FrontStore::claim_batch(std::span<const ClaimRequest> requests) {
@@ -79,7 +79,7 @@ std::vector<StatusOr<ClaimResult>> FrontStore::claim_batch(std::span<const Claim
   }
   skipped_.fetch_add(n_absent, std::memory_order_relaxed);
   passed_.fetch_add(requests.size() - n_absent, std::memory_order_relaxed);
-  if (n_absent == 0) return durable_->claim_batch(requests);
+  if (n_absent == 0) return target()->claim_batch(requests);
   // An id's copies all fall on the same side (a caller sets the same entity key on
   // every claim of an id), so in-batch order is kept per id.
   std::vector<ClaimRequest> skip, rest;
@@ -87,7 +87,7 @@ std::vector<StatusOr<ClaimResult>> FrontStore::claim_batch(std::span<const Claim
   rest.reserve(requests.size() - n_absent);
   for (std::size_t i = 0; i < requests.size(); ++i) (absent[i] ? skip : rest).push_back(requests[i]);
   std::vector<StatusOr<ClaimResult>> from_rest;
-  if (!rest.empty()) from_rest = durable_->claim_batch(rest);
+  if (!rest.empty()) from_rest = target()->claim_batch(rest);
   std::vector<StatusOr<ClaimResult>> from_skip;
   if (hooks_.claim_absent_batch) {
     from_skip = hooks_.claim_absent_batch(skip);
@@ -106,7 +106,7 @@ std::vector<StatusOr<ClaimResult>> FrontStore::claim_batch(std::span<const Claim
 Status FrontStore::commit(const CommitRequest& q) {
   const std::int64_t now = to_unix_ms(q.now);
   if (!q.id.empty()) note(q.id, now, now + q.ttl.count());
-  return durable_->commit(q);
+  return target()->commit(q);
 }
 
 std::vector<Status> FrontStore::commit_batch(std::span<const CommitRequest> requests) {
@@ -122,7 +122,18 @@ std::vector<Status> FrontStore::commit_batch(std::span<const CommitRequest> requ
       if (!q.id.empty()) filter_.add(probes[i], now, now + q.ttl.count());
     }
   }
-  return durable_->commit_batch(requests);
+  return target()->commit_batch(requests);
+}
+
+CommitThenClaimResult FrontStore::commit_then_claim(const CommitRequest& c, const ClaimRequest& q) {
+  // The durable store combines the two in one round trip: the filter learns c.id first,
+  // as in commit(); q then goes to the durable store (its answers are the durable
+  // store's either way). Otherwise the two calls through this filter, so that q may
+  // skip the durable read.
+  if (!target()->capabilities().combined_commit_claim) return Store::commit_then_claim(c, q);
+  const std::int64_t now = to_unix_ms(c.now);
+  if (!c.id.empty()) note(c.id, now, now + c.ttl.count());
+  return target()->commit_then_claim(c, q);
 }
 
 StatusOr<std::uint32_t> FrontStore::release(const ReleaseRequest& q) {
@@ -130,19 +141,19 @@ StatusOr<std::uint32_t> FrontStore::release(const ReleaseRequest& q) {
     const std::int64_t now = to_unix_ms(q.now);
     note(q.id, now, now + q.retry_ttl.count());
   }
-  return durable_->release(q);
+  return target()->release(q);
 }
 
 StatusOr<std::unique_ptr<StoreTransaction>> FrontStore::begin(TimePoint now) {
   // A filter that never vouches need not learn the ids: the backend's own transaction.
-  if (!hooks_.claim_absent || !warmed_) return durable_->begin(now);
+  if (!hooks_.claim_absent || !warmed_) return target()->begin(now);
   if (hooks_.begin_observed) {
     return hooks_.begin_observed(now, [this](const CommitRequest& q) {
       const std::int64_t t = to_unix_ms(q.now);
       note(q.id, t, t + q.ttl.count());
     });
   }
-  auto inner = durable_->begin(now);
+  auto inner = target()->begin(now);
   if (!inner.ok()) return inner.status();
   return std::unique_ptr<StoreTransaction>(std::make_unique<FrontTransaction>(*this, std::move(inner).value()));
 }

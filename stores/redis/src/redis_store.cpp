@@ -8,6 +8,7 @@
 #include "cluster/cluster_executor.hpp"
 #include "entity_layout.hpp"
 #include "executor.hpp"
+#include "idem/request_checks.hpp"
 #include "record_codec.hpp"
 #include "scripts.hpp"
 
@@ -145,7 +146,7 @@ class RedisStoreImpl final : public RedisStore {
   // A plain SET NX PX first (no script): granted iff the key was absent. Only if the
   // key exists, the claim script decides, in a second round trip.
   StatusOr<ClaimResult> claim(const ClaimRequest& q) override {
-    if (q.id.empty()) return invalid_argument("claim: empty id");
+    if (Status s = check_claim(q); !s.ok()) return s;
     if (q.entity_key) {
       std::vector<StatusOr<ClaimResult>> out(1, StatusOr<ClaimResult>(unavailable("not run")));
       const std::size_t at = 0;
@@ -164,7 +165,7 @@ class RedisStoreImpl final : public RedisStore {
   }
 
   Status commit(const CommitRequest& q) override {
-    if (q.id.empty()) return invalid_argument("commit: empty id");
+    if (Status s = check_commit(q); !s.ok()) return s;
     if (q.entity) {
       std::vector<Status> out(1, unavailable("not run"));
       const std::size_t at = 0;
@@ -179,8 +180,7 @@ class RedisStoreImpl final : public RedisStore {
   }
 
   StatusOr<std::uint32_t> release(const ReleaseRequest& q) override {
-    if (q.id.empty()) return invalid_argument("release: empty id");
-    if (q.entity_key && q.entity_key->empty()) return invalid_argument("release: empty entity key");
+    if (Status s = check_release(q); !s.ok()) return s;
     Command cmd{&release_, {id_key(q.id, q.entity_key)},
                 {now_arg(q.now), std::string(q.owner), q.count_retry ? "1" : "0",
                  std::to_string(std::max<std::int64_t>(q.retry_ttl.count(), 1)), slack()}};
@@ -191,8 +191,7 @@ class RedisStoreImpl final : public RedisStore {
   }
 
   Status extend(const ExtendRequest& q) override {
-    if (q.id.empty()) return invalid_argument("extend: empty id");
-    if (q.entity_key && q.entity_key->empty()) return invalid_argument("extend: empty entity key");
+    if (Status s = check_extend(q); !s.ok()) return s;
     Command cmd{&extend_, {id_key(q.id, q.entity_key)}, {now_arg(q.now), std::string(q.owner), std::to_string(q.lease.count()), slack()}};
     auto r = run_one(cmd, 0);
     auto a = script_answer(r, cmd.keys[0]);
@@ -270,8 +269,8 @@ class RedisStoreImpl final : public RedisStore {
     std::vector<std::size_t> scripted;  // repeated ids go to the script, in order
     for (std::size_t i = 0; i < requests.size(); ++i) {
       const ClaimRequest& q = requests[i];
-      if (q.id.empty()) {
-        out[i] = invalid_argument("claim: empty id");
+      if (Status s = check_claim(q); !s.ok()) {
+        out[i] = s;
         continue;
       }
       if (repeats && !seen.insert(q.id).second) {
@@ -330,8 +329,8 @@ class RedisStoreImpl final : public RedisStore {
     cmds.reserve(requests.size());
     where.reserve(requests.size());
     for (std::size_t i = 0; i < requests.size(); ++i) {
-      if (requests[i].id.empty()) {
-        out[i] = invalid_argument("commit: empty id");
+      if (Status s = check_commit(requests[i]); !s.ok()) {
+        out[i] = s;
         continue;
       }
       cmds.push_back(commit_cmd(requests[i]));
@@ -406,8 +405,8 @@ class RedisStoreImpl final : public RedisStore {
       Status committed = commit(c);
       return {std::move(committed), claim(q)};
     }
-    if (c.id.empty()) return {invalid_argument("commit: empty id"), claim(q)};
-    if (q.id.empty()) return {commit(c), invalid_argument("claim: empty id")};
+    if (Status s = check_commit(c); !s.ok()) return {s, claim(q)};
+    if (Status s = check_claim(q); !s.ok()) return {commit(c), s};
     const std::vector<Command> cmds = {commit_cmd(c), fresh_claim_cmd(q)};
     auto replies = ex_->run(cmds, o_.wait_replicas, o_.wait_timeout);
     auto ca = script_answer(replies[0], cmds[0].keys[0]);
@@ -432,7 +431,7 @@ class RedisStoreImpl final : public RedisStore {
   // --- entity records and the reorder buffer ---------------------------------------
 
   StatusOr<EntityRecord> read_entity(std::string_view key) override {
-    if (key.empty()) return invalid_argument("read_entity: empty key");
+    if (Status s = check_entity_key(key, "read_entity"); !s.ok()) return s;
     const EntityKeys ks = entity_keys(o_.prefix, key);
     auto r = run_one(Command{nullptr, {ks.record}, {"HMGET", ks.record, "r", "v", "s"}}, 0);
     if (!r.ok()) return r.status();
@@ -459,9 +458,7 @@ class RedisStoreImpl final : public RedisStore {
   }
 
   Status buffer_put(const BufferPut& p) override {
-    if (p.key.empty()) return invalid_argument("buffer_put: empty key");
-    if (p.id.empty()) return invalid_argument("buffer_put: empty id");
-    if (p.version == 0) return invalid_argument("buffer_put: version must be > 0");
+    if (Status s = check_buffer_put(p); !s.ok()) return s;
     const EntityKeys ks = entity_keys(o_.prefix, p.key);
     const std::size_t bytes = p.key.size() + p.id.size() + p.message.size();
     const std::string at = std::to_string(to_unix_ms(p.now));
@@ -521,7 +518,7 @@ class RedisStoreImpl final : public RedisStore {
   }
 
   StatusOr<std::vector<BufferEntry>> buffer_read(std::string_view key, std::size_t max) override {
-    if (key.empty()) return invalid_argument("buffer_read: empty key");
+    if (Status s = check_entity_key(key, "buffer_read"); !s.ok()) return s;
     std::vector<BufferEntry> out;
     if (max == 0) return out;
     const EntityKeys ks = entity_keys(o_.prefix, key);
@@ -543,7 +540,7 @@ class RedisStoreImpl final : public RedisStore {
   }
 
   Status buffer_remove(std::string_view key, std::uint64_t version) override {
-    if (key.empty()) return invalid_argument("buffer_remove: empty key");
+    if (Status s = check_entity_key(key, "buffer_remove"); !s.ok()) return s;
     const EntityKeys ks = entity_keys(o_.prefix, key);
     Command cmd{&buffer_remove_, {ks.buffer, ks.times},
                 {lex_lo(version), lex_hi(version), std::string(key), std::to_string(key.size())}};
@@ -628,11 +625,7 @@ class RedisStoreImpl final : public RedisStore {
     return entity_key ? key_of(id, *entity_key) : key_of(id);
   }
 
-  static Status check_write(const EntityWrite& w, const char* what) {
-    if (w.key.empty()) return invalid_argument(std::string(what) + ": empty entity key");
-    if (w.state && w.state->empty()) return invalid_argument(std::string(what) + ": a state, if set, must be non-empty");
-    return ok_status();
-  }
+  static Status check_write(const EntityWrite& w, const char* what) { return check_entity_write(w, what); }
 
   // expect, new revision, version, state, lo, hi, entity key, its length.
   static void push_write_args(std::vector<std::string>& args, const EntityWrite& w) {
@@ -740,8 +733,8 @@ class RedisStoreImpl final : public RedisStore {
     std::vector<std::size_t> where;
     for (std::size_t i : at) {
       const CommitRequest& q = requests[i];
-      if (q.id.empty()) {
-        out[i] = invalid_argument("commit: empty id");
+      if (Status s = check_commit(q); !s.ok()) {
+        out[i] = s;
         continue;
       }
       if (Status s = check_write(*q.entity, "commit"); !s.ok()) {
@@ -782,12 +775,8 @@ class RedisStoreImpl final : public RedisStore {
     std::vector<std::size_t> scripted;
     for (std::size_t i : at) {
       const ClaimRequest& q = requests[i];
-      if (q.id.empty()) {
-        out[i] = invalid_argument("claim: empty id");
-        continue;
-      }
-      if (q.entity_key->empty()) {
-        out[i] = invalid_argument("claim: empty entity key");
+      if (Status s = check_claim(q); !s.ok()) {
+        out[i] = s;
         continue;
       }
       Command set = fresh_claim_cmd(q);

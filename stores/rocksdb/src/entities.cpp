@@ -102,12 +102,10 @@ void EntityStaging::stage(std::string_view key, EntityRecord r) {
   }
 }
 
-Status check_entity_write(const EntityWrite& w, const char* op) {
-  if (w.key.empty()) return invalid_argument(std::string("rocksdb: ") + op + ": the entity key is empty");
+Status check_entity_write_fits(const EntityWrite& w, const char* op) {
+  if (Status s = check_entity_write(w, op); !s.ok()) return s;
   if (w.key.size() > UINT32_MAX)
     return invalid_argument(std::string("rocksdb: ") + op + ": the entity key is too long");
-  if (w.state && w.state->empty())
-    return invalid_argument(std::string("rocksdb: ") + op + ": the entity state is set but empty");
   return ok_status();
 }
 
@@ -228,7 +226,7 @@ StatusOr<EntityRecord> RocksStore::read_entity(std::string_view key) {
 }
 
 Status RocksStore::write_entity(const EntityWrite& w) {
-  if (Status s = check_entity_write(w, "write_entity"); !s.ok()) return s;
+  if (Status s = check_entity_write_fits(w, "write_entity"); !s.ok()) return s;
   std::lock_guard lock(stripe_of(w.key).mu);
   EntityStaging st;
   ::rocksdb::WriteBatch batch;
@@ -240,11 +238,10 @@ Status RocksStore::write_entity(const EntityWrite& w) {
 
 namespace {
 
+// The contract's checks (check_buffer_put), then this format's length limits.
 Status check_put(const BufferPut& p) {
-  if (p.key.empty()) return invalid_argument("rocksdb: buffer_put: the key is empty");
+  if (Status s = check_buffer_put(p); !s.ok()) return s;
   if (p.key.size() > UINT32_MAX) return invalid_argument("rocksdb: buffer_put: the key is too long");
-  if (p.version == 0) return invalid_argument("rocksdb: buffer_put: the version must be > 0");
-  if (p.id.empty()) return invalid_argument("rocksdb: buffer_put: the message id is empty");
   if (p.id.size() > UINT32_MAX) return invalid_argument("rocksdb: buffer_put: the message id is too long");
   return ok_status();
 }

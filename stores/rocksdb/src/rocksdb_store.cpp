@@ -142,7 +142,7 @@ ClaimResult RocksStore::decide_claim(Stripe& s, const ClaimRequest& q, std::int6
 }
 
 StatusOr<ClaimResult> RocksStore::claim(const ClaimRequest& q) {
-  if (q.id.empty()) return invalid_argument("rocksdb: claim: empty id");
+  if (Status s = check_claim(q); !s.ok()) return s;
   const std::int64_t now = to_unix_ms(q.now);
   observe(now);
   Stripe& s = stripe_of(q.id);
@@ -172,7 +172,7 @@ StatusOr<ClaimResult> RocksStore::claim(const ClaimRequest& q) {
 }
 
 StatusOr<ClaimResult> RocksStore::claim_absent(const ClaimRequest& q) {
-  if (q.id.empty()) return invalid_argument("rocksdb: claim: empty id");
+  if (Status s = check_claim(q); !s.ok()) return s;
   observe(to_unix_ms(q.now));
   if (!q.entity_key) {
     std::lock_guard lock(stripe_of(q.id).mu);
@@ -194,8 +194,8 @@ std::vector<StatusOr<ClaimResult>> RocksStore::claim_absent_batch(std::span<cons
   }
   auto locks = lock_all(keys);
   for (const auto& q : requests) {
-    if (q.id.empty()) {
-      out.emplace_back(invalid_argument("rocksdb: claim: empty id"));
+    if (Status s = check_claim(q); !s.ok()) {
+      out.emplace_back(s);
     } else {
       out.push_back(decide_absent(q));
     }
@@ -255,10 +255,9 @@ Status RocksStore::write(::rocksdb::WriteBatch& batch) {
 }
 
 Status RocksStore::commit_into(::rocksdb::WriteBatch& batch, const CommitRequest& q) {
-  if (q.id.empty()) return invalid_argument("rocksdb: commit: empty id");
-  if (q.ttl.count() <= 0) return invalid_argument("rocksdb: commit: ttl must be > 0");
+  if (Status st = check_commit(q); !st.ok()) return st;
   if (q.entity) {
-    if (Status st = check_entity_write(*q.entity, "commit"); !st.ok()) return st;
+    if (Status st = check_entity_write_fits(*q.entity, "commit"); !st.ok()) return st;
   }
   const std::int64_t now = to_unix_ms(q.now);
   observe(now);
@@ -282,8 +281,7 @@ Status RocksStore::commit(const CommitRequest& q) {
 }
 
 StatusOr<std::uint32_t> RocksStore::release(const ReleaseRequest& q) {
-  if (q.id.empty()) return invalid_argument("rocksdb: release: empty id");
-  if (q.count_retry && q.retry_ttl.count() <= 0) return invalid_argument("rocksdb: release: retry_ttl must be > 0");
+  if (Status s = check_release(q); !s.ok()) return s;
   const std::int64_t now = to_unix_ms(q.now);
   observe(now);
   Stripe& s = stripe_of(q.id);
@@ -309,6 +307,7 @@ StatusOr<std::uint32_t> RocksStore::release(const ReleaseRequest& q) {
 }
 
 Status RocksStore::extend(const ExtendRequest& q) {
+  if (Status s = check_extend(q); !s.ok()) return s;
   const std::int64_t now = to_unix_ms(q.now);
   observe(now);
   Stripe& s = stripe_of(q.id);
@@ -456,8 +455,8 @@ std::vector<StatusOr<ClaimResult>> RocksStore::claim_batch(std::span<const Claim
   }
   for (std::size_t i = 0; i < requests.size(); ++i) {
     const auto& q = requests[i];
-    if (q.id.empty()) {
-      out.emplace_back(invalid_argument("rocksdb: claim: empty id"));
+    if (Status s = check_claim(q); !s.ok()) {
+      out.emplace_back(s);
     } else if (!statuses[i].ok()) {
       out.emplace_back(statuses[i]);
     } else {
@@ -507,34 +506,24 @@ std::vector<Status> RocksStore::commit_batch(std::span<const CommitRequest> requ
   ::rocksdb::WriteBatch batch;
   EntityStaging entities;
   std::unordered_set<std::string_view> staged_unleased;  // the rest are marked in their Lease
-  std::unordered_set<std::string_view> broken;           // capabilities().entity_chains
+  EntityChains chains;                                   // capabilities().entity_chains
   std::vector<std::size_t> landed;
   for (std::size_t i = 0; i < requests.size(); ++i) {
     const auto& q = requests[i];
-    if (q.entity && broken.contains(q.entity->key)) {
-      out[i] = aborted("rocksdb: commit: an earlier entity write of this key in the batch failed");
+    if (Status s = chains.check(q); !s.ok()) {
+      out[i] = std::move(s);
       continue;
     }
+    if (out[i].ok()) out[i] = check_commit(q);
+    if (out[i].ok() && q.entity) out[i] = check_entity_write_fits(*q.entity, "commit");
     if (!out[i].ok()) {
-      if (q.entity) broken.insert(q.entity->key);
+      chains.stop(q);
       continue;
-    }
-    if (q.id.empty() || q.ttl.count() <= 0) {
-      out[i] = invalid_argument(q.id.empty() ? "rocksdb: commit: empty id" : "rocksdb: commit: ttl must be > 0");
-      if (q.entity) broken.insert(q.entity->key);
-      continue;
-    }
-    if (q.entity) {
-      out[i] = check_entity_write(*q.entity, "commit");
-      if (!out[i].ok()) {
-        broken.insert(q.entity->key);
-        continue;
-      }
     }
     const bool leased = lease[i] != stripe[i]->leases.end();
     if (leased ? lease[i]->second.staged : staged_unleased.contains(q.id)) {
       out[i] = failed_precondition("rocksdb: commit: the id is already completed (earlier in this batch)");
-      if (q.entity) broken.insert(q.entity->key);
+      chains.stop(q);
       continue;
     }
     // Entity writes of one key later in the batch compare against the earlier ones.
@@ -546,8 +535,8 @@ std::vector<Status> RocksStore::commit_batch(std::span<const CommitRequest> requ
         staged_unleased.insert(q.id);
       }
       landed.push_back(i);
-    } else if (q.entity) {
-      broken.insert(q.entity->key);
+    } else {
+      chains.stop(q);
     }
   }
   if (landed.empty()) return out;

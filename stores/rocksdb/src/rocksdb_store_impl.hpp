@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "entity_record.hpp"
+#include "idem/request_checks.hpp"
 #include "idem/rocksdb_store.hpp"
 #include "record.hpp"
 
@@ -283,7 +284,8 @@ class RocksStore final : public Store {
 // Maps a RocksDB status to idem's, prefixed with `what`.
 Status to_status(const ::rocksdb::Status& s, const std::string& what);
 
-// kInvalidArgument if `w` breaks a REQUIRES of EntityWrite.
-Status check_entity_write(const EntityWrite& w, const char* op);
+// kInvalidArgument if `w` breaks a REQUIRES of EntityWrite (idem::check_entity_write)
+// or its key is longer than this format encodes.
+Status check_entity_write_fits(const EntityWrite& w, const char* op);
 
 }  // namespace idem::rocksdb::detail

@@ -62,12 +62,6 @@ Status revision_moved(std::uint64_t stored, std::uint64_t expected) {
 
 }  // namespace
 
-Status check_entity_write(const EntityWrite& w) {
-  if (w.key.empty()) return invalid_argument("entity write: empty key");
-  if (w.state && w.state->empty()) return invalid_argument("entity write: the new state must not be empty");
-  return ok_status();
-}
-
 std::vector<std::pair<Statement*, std::string_view>> SqliteStore::entity_statements() {
   return {
       {&select_entity_, kSelectEntity}, {&insert_entity_, kInsertEntity}, {&update_entity_, kUpdateEntity},
@@ -152,7 +146,7 @@ StatusOr<EntityRecord> SqliteStore::read_entity(std::string_view key) {
 }
 
 Status SqliteStore::write_entity(const EntityWrite& w) {
-  if (Status s = check_entity_write(w); !s.ok()) return s;
+  if (Status s = check_entity_write(w, "write_entity"); !s.ok()) return s;
   std::lock_guard lock(mu_);
   WriteScope scope(*this);
   if (Status s = scope.start(); !s.ok()) return s;
@@ -228,15 +222,6 @@ Status SqliteStore::buffer_put_one(const BufferPut& p) {
   return ok_status();
 }
 
-namespace {
-Status check_put(const BufferPut& p) {
-  if (p.key.empty()) return invalid_argument("buffer_put: empty key");
-  if (p.version == 0) return invalid_argument("buffer_put: version must be > 0");
-  if (p.id.empty()) return invalid_argument("buffer_put: empty id");
-  return ok_status();
-}
-}  // namespace
-
 Status SqliteStore::buffer_put(const BufferPut& p) { return buffer_put_batch(std::span<const BufferPut>(&p, 1))[0]; }
 
 std::vector<Status> SqliteStore::buffer_put_batch(std::span<const BufferPut> puts) {
@@ -247,7 +232,7 @@ std::vector<Status> SqliteStore::buffer_put_batch(std::span<const BufferPut> put
   WriteScope scope(*this);
   if (Status s = scope.start(); !s.ok()) return fail_all(s);
   for (const BufferPut& p : puts) {
-    Status s = check_put(p);
+    Status s = check_buffer_put(p);
     // buffer_put_one answers a conflict or a limit before it writes anything.
     if (s.ok()) s = buffer_put_one(p);
     const StatusCode code = s.code();

@@ -4,7 +4,6 @@
 #include <array>
 #include <optional>
 #include <string>
-#include <unordered_set>
 #include <vector>
 
 #include "schema.hpp"
@@ -260,22 +259,6 @@ StatusOr<ClaimResult> SqliteStore::claim_one(const ClaimRequest& q,
   return granted;
 }
 
-namespace {
-Status check_claim(const ClaimRequest& q) {
-  if (q.id.empty()) return invalid_argument("claim: empty id");
-  if (q.lease.count() <= 0) return invalid_argument("claim: lease must be > 0");
-  if (q.entity_key && q.entity_key->empty()) return invalid_argument("claim: empty entity key");
-  return ok_status();
-}
-}  // namespace
-
-Status check_commit(const CommitRequest& q) {
-  if (q.id.empty()) return invalid_argument("commit: empty id");
-  if (q.ttl.count() <= 0) return invalid_argument("commit: ttl must be > 0");
-  if (q.entity) return check_entity_write(*q.entity);
-  return ok_status();
-}
-
 StatusOr<ClaimResult> SqliteStore::claim(const ClaimRequest& q) {
   if (Status s = check_claim(q); !s.ok()) return s;
   std::lock_guard lock(mu_);
@@ -388,10 +371,10 @@ std::vector<Status> SqliteStore::commit_batch(std::span<const CommitRequest> req
   if (Status s = fault("commit_batch.before_write"); !s.ok()) return fail_all(s);
   bool first = true;
   EntityStaging staged;
-  std::unordered_set<std::string_view> broken;  // capabilities().entity_chains
+  EntityChains chains;  // capabilities().entity_chains
   for (const auto& q : requests) {
-    if (q.entity && broken.contains(q.entity->key)) {
-      out.push_back(aborted("sqlite: commit: an earlier entity write of this key in the batch failed"));
+    if (Status s = chains.check(q); !s.ok()) {
+      out.push_back(std::move(s));
       continue;
     }
     Status s = check_commit(q);
@@ -412,7 +395,7 @@ std::vector<Status> SqliteStore::commit_batch(std::span<const CommitRequest> req
     if (!s.ok() && code != StatusCode::kFailedPrecondition && code != StatusCode::kInvalidArgument &&
         code != StatusCode::kAborted)
       return fail_all(s);  // an error of SQLite: nothing of the batch is kept
-    if (q.entity && !s.ok()) broken.insert(q.entity->key);
+    chains.note(q, s);
     out.push_back(std::move(s));
     if (first && out.back().ok()) {
       first = false;
@@ -464,8 +447,7 @@ StatusOr<std::uint32_t> SqliteStore::release_one(const ReleaseRequest& q, bool& 
 }
 
 StatusOr<std::uint32_t> SqliteStore::release(const ReleaseRequest& q) {
-  if (q.id.empty()) return invalid_argument("release: empty id");
-  if (q.count_retry && q.retry_ttl.count() <= 0) return invalid_argument("release: retry_ttl must be > 0");
+  if (Status s = check_release(q); !s.ok()) return s;
   std::lock_guard lock(mu_);
   WriteScope w(*this);
   if (Status s = w.start(); !s.ok()) return s;
@@ -478,7 +460,7 @@ StatusOr<std::uint32_t> SqliteStore::release(const ReleaseRequest& q) {
 }
 
 Status SqliteStore::extend(const ExtendRequest& q) {
-  if (q.lease.count() <= 0) return invalid_argument("extend: lease must be > 0");
+  if (Status s = check_extend(q); !s.ok()) return s;
   const std::int64_t now = to_unix_ms(q.now);
   const std::int64_t until = now + q.lease.count();
   std::lock_guard lock(mu_);

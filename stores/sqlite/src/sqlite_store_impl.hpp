@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "idem/request_checks.hpp"
 #include "idem/sqlite_store.hpp"
 #include "idem/store.hpp"
 #include "statement.hpp"
@@ -34,12 +35,6 @@ struct Connection {
   Connection& operator=(const Connection&) = delete;
   ~Connection() { sqlite3_close_v2(db); }
 };
-
-// Returns kInvalidArgument for a write the contract forbids (empty key or new state).
-Status check_entity_write(const EntityWrite& w);
-// Returns kInvalidArgument for a commit the contract forbids (empty id, ttl <= 0, a bad
-// entity write).
-Status check_commit(const CommitRequest& q);
 
 class SqliteStore final : public Store, public std::enable_shared_from_this<SqliteStore> {
  public:

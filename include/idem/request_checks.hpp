@@ -1,0 +1,66 @@
+// For backend authors: the checks every store makes of the requests it is given, and
+// the entity-chain rule of commit_batch, written once so that every backend refuses
+// the same requests with the same messages.
+//
+// A check returns OK, or kInvalidArgument with the message "<method>: <what is wrong>"
+// (e.g. "claim: empty id"). A store calls it first and answers its error unchanged,
+// writing nothing. Backend limits beyond the contract (e.g. a key length a format
+// cannot encode) stay the backend's own checks.
+#pragma once
+
+#include <string_view>
+#include <unordered_set>
+
+#include "idem/entity.hpp"
+#include "idem/status.hpp"
+#include "idem/store.hpp"
+
+namespace idem {
+
+// id non-empty; lease > 0; entity_key non-empty if set.
+[[nodiscard]] Status check_claim(const ClaimRequest& request);
+// id non-empty; ttl > 0; the entity write (if set) as check_entity_write.
+[[nodiscard]] Status check_commit(const CommitRequest& request);
+// id non-empty; retry_ttl > 0 if count_retry; entity_key non-empty if set.
+[[nodiscard]] Status check_release(const ReleaseRequest& request);
+// id non-empty; lease > 0; entity_key non-empty if set.
+[[nodiscard]] Status check_extend(const ExtendRequest& request);
+// key non-empty; state non-empty if set. `method` names the caller in the message
+// ("write_entity", "commit").
+[[nodiscard]] Status check_entity_write(const EntityWrite& write, std::string_view method);
+// key non-empty (read_entity, buffer_read, buffer_remove: `method`).
+[[nodiscard]] Status check_entity_key(std::string_view key, std::string_view method);
+// key non-empty; version > 0; id non-empty.
+[[nodiscard]] Status check_buffer_put(const BufferPut& put);
+
+// The rule of StoreCapabilities::entity_chains for one commit_batch call: once a
+// request carrying an entity write of key K has failed, every later request of the
+// batch with an entity write of K fails with kAborted and writes nothing.
+//
+//   EntityChains chains;
+//   for (const CommitRequest& q : requests) {
+//     if (Status s = chains.check(q); !s.ok()) { out.push_back(s); continue; }
+//     Status s = commit_one(q);
+//     chains.note(q, s);
+//     out.push_back(s);
+//   }
+//
+// Holds views of the requests' keys: lives no longer than the batch. Not thread-safe.
+class EntityChains {
+ public:
+  // kAborted iff q carries an entity write of a key whose chain has stopped; else OK.
+  [[nodiscard]] Status check(const CommitRequest& q) const;
+  // Notes q's answer: a failure stops the chain of q's entity key (if q has one).
+  void note(const CommitRequest& q, const Status& answer) {
+    if (!answer.ok()) stop(q);
+  }
+  // Stops the chain of q's entity key, if q has an entity write.
+  void stop(const CommitRequest& q) {
+    if (q.entity) stopped_.insert(q.entity->key);
+  }
+
+ private:
+  std::unordered_set<std::string_view> stopped_;
+};
+
+}  // namespace idem

@@ -1,0 +1,290 @@
+// The pipeline of docs/design.md §2 (pipeline.hpp): dedup, the paths of each guarantee,
+// the handler run and the commit.
+#include "pipeline.hpp"
+
+#include <chrono>
+#include <string>
+
+namespace idem::detail {
+
+std::optional<Decision> Pipeline::validate(const MessageView& m) const {
+  if (!needs_dedup(o_.guarantee)) return std::nullopt;
+  if (!m.id) return bad("message has no id (required by guarantee " + std::string(guarantee_name(o_.guarantee)) + ")");
+  if (m.id->empty()) return bad("message id is empty");
+  if (m.id->size() > o_.max_id_bytes)
+    return bad("message id of " + std::to_string(m.id->size()) + " bytes exceeds max_id_bytes (" +
+               std::to_string(o_.max_id_bytes) + ")");
+  return std::nullopt;
+}
+
+Decision Pipeline::answer_existing(const ClaimResult& c) const {
+  switch (c.status) {
+    case ClaimStatus::kCompleted: {
+      Decision d = Decision::ack(Reason::kDuplicate);
+      d.result = c.result;
+      if (c.dead_lettered) d.detail = "dead-lettered before";
+      return d;
+    }
+    case ClaimStatus::kInProgress: {
+      Decision d = Decision::retry(Reason::kInProgress, c.lease_left);
+      d.detail = "lease held by " + c.owner;
+      return d;
+    }
+    case ClaimStatus::kConflict:
+      if (o_.on_conflict == ConflictPolicy::kTreatAsDuplicate) return Decision::ack(Reason::kPayloadConflict);
+      return Decision::dead_letter(Reason::kPayloadConflict, "id already seen with a different payload");
+    case ClaimStatus::kNew:
+      break;
+  }
+  return Decision::ack(Reason::kProcessed);  // not reached
+}
+
+Decision Pipeline::store_failure(const Status& s) const {
+  log_error(impl_.log, "idem: store unavailable: {}", s.to_string());
+  Decision d = Decision::retry(Reason::kStoreUnavailable, o_.store_retry_delay);
+  d.detail = s.to_string();
+  return d;
+}
+
+Run Pipeline::run_handler(HandlerThunk h, std::size_t index, HandlerContext& ctx, TimePoint start) {
+  return run_handler_with([&](HandlerContext& c) { return h.call(h.self, index, c); }, ctx, start);
+}
+
+std::optional<std::string_view> Pipeline::storable_result(const Run& run, Decision& d) const {
+  if (!run.result) return std::nullopt;
+  if (run.result->size() > o_.max_result_bytes) {
+    d.detail = "result of " + std::to_string(run.result->size()) + " bytes exceeds max_result_bytes (" +
+               std::to_string(o_.max_result_bytes) + "); not stored";
+    log_warn(impl_.log, "idem: {}", d.detail);
+    return std::nullopt;
+  }
+  return *run.result;
+}
+
+CommitRequest Pipeline::commit_request(EntityKey key, std::string_view id, std::optional<std::uint64_t> fp,
+                                       Outcome outcome, std::optional<std::string_view> result,
+                                       const Gate* gate) const {
+  CommitRequest c;
+  c.id = id;
+  c.owner = o_.owner;
+  c.fingerprint = fp;
+  c.now = last_;
+  c.ttl = o_.ttl;
+  c.result = result;
+  c.outcome = outcome;
+  c.entity_key = key;
+  if (gate != nullptr) {
+    EntityWrite w;
+    w.key = gate->key;
+    w.expect_revision = gate->revision;
+    w.version = gate->version;
+    if (!gate->to.empty()) w.state = gate->to;
+    if (gate->drained) w.unbuffer = gate->version;
+    c.entity = w;
+  }
+  return c;
+}
+
+ReleaseRequest Pipeline::release_req(EntityKey key, std::string_view id, bool count_retry) const {
+  return {id, o_.owner, count_retry, last_, o_.ttl, key};
+}
+
+Decision Pipeline::after_commit(const Status& s, const Run& run, Decision d) {
+  if (s.ok()) {
+    d.result = run.result;
+    note_commit();
+    return d;
+  }
+  if (s.code() == StatusCode::kFailedPrecondition) {
+    log_warn(impl_.log, "idem: lease lost before commit: {}", s.message());
+    Decision lost = Decision::ack(Reason::kLeaseLost);
+    lost.detail = s.message();
+    return lost;
+  }
+  return store_failure(s);
+}
+
+Decision Pipeline::after_failure(EntityKey key, std::string_view id, std::optional<std::uint64_t> fp,
+                                 std::uint32_t retries, const Run& run, Gate* gate) {
+  if (run.unacknowledged) {
+    Status s = timed_store([&] { return impl_.store->release(release_req(key, id, false)).status(); });
+    if (!s.ok()) log_error(impl_.log, "idem: release failed: {}", s.to_string());
+    Decision d = Decision::hold(Reason::kUnacknowledged);
+    d.detail = "manual guarantee: the handler neither acked nor nacked";
+    return d;
+  }
+  if (retries >= o_.max_retries) return dead_letter_now(key, id, fp, gate, Reason::kRetriesExhausted, run.error);
+  auto r = timed_store([&] { return impl_.store->release(release_req(key, id, true)); });
+  if (!r.ok()) log_error(impl_.log, "idem: release failed (the lease will expire instead): {}", r.status().to_string());
+  const Duration delay = run.delay.count() > 0 ? run.delay : o_.backoff.delay_for(retries);
+  Decision d = Decision::retry(run.failure_reason, delay);
+  d.detail = run.error;
+  return d;
+}
+
+void Pipeline::note_commit() {
+  if (o_.purge_every == 0) return;
+  if (impl_.commits.fetch_add(1, std::memory_order_relaxed) % o_.purge_every != o_.purge_every - 1) return;
+  auto r = timed_store([&] { return impl_.store->purge_expired(last_, o_.purge_batch); });
+  if (!r.ok()) log_warn(impl_.log, "idem: purge of expired records failed: {}", r.status().to_string());
+}
+
+void Pipeline::finish(const MessageView& m, const Decision& d, std::optional<TimePoint> handler_start) {
+  metrics_.count(d);
+  if (o_.broker_ack_timeout.count() == 0 || !m.received_at) return;
+  const TimePoint end = impl_.now();
+  const auto total = end - *m.received_at;
+  if (total <= o_.broker_ack_timeout) return;
+  using std::chrono::duration_cast;
+  using std::chrono::milliseconds;
+  const TimePoint start = handler_start.value_or(end);
+  const auto wait = duration_cast<milliseconds>(start - *m.received_at).count();
+  const auto work = duration_cast<milliseconds>(end - start).count();
+  metrics_.count_ack_timeout();
+  log_warn(impl_.log,
+           "idem: id {} took {} ms from receipt to decision, over the broker ack timeout of {} ms "
+           "(queue wait {} ms, handler {} ms); cause: {}",
+           printable(m.id.value_or("")), duration_cast<milliseconds>(total).count(), o_.broker_ack_timeout.count(),
+           wait, work, wait >= work ? "queue wait (the timer started before the handler did)" : "handler time");
+}
+
+Decision Pipeline::at_least_once(const MessageView& m, HandlerThunk h, std::size_t index, TimePoint& start) {
+  start = tick();
+  HandlerContext ctx;
+  ContextAccess::init(ctx, &engine_, m.id.value_or(""), m.delivery_count.value_or(1), o_.guarantee, start, nullptr);
+  const Run run = run_handler(h, index, ctx, start);
+  if (run.kind == HandlerResult::Kind::kOk) return Decision::ack(Reason::kProcessed);
+  // No durable count here: the broker's delivery count (if extracted) caps retries.
+  const std::uint32_t retries = m.delivery_count.value_or(1) > 0 ? m.delivery_count.value_or(1) - 1 : 0;
+  if (m.delivery_count && retries >= o_.max_retries) return Decision::dead_letter(Reason::kRetriesExhausted, run.error);
+  Decision d = Decision::retry(run.failure_reason, run.delay.count() > 0 ? run.delay : o_.backoff.delay_for(retries));
+  d.detail = run.error;
+  return d;
+}
+
+Decision Pipeline::at_most_once(const MessageView& m, HandlerThunk h, std::size_t index, TimePoint& start) {
+  const auto fp = fingerprint_of(m);
+  start = tick();
+  auto claim = timed_store([&] { return impl_.store->claim({*m.id, o_.owner, o_.lease, fp, start, std::nullopt}); });
+  if (!claim.ok()) return fail_open_or_closed(m, h, index, claim.status(), start);
+  if (claim->status != ClaimStatus::kNew) return answer_existing(*claim);
+  Status s = timed_store(
+      [&] { return impl_.store->commit(commit_request(std::nullopt, *m.id, fp, Outcome::kProcessed, std::nullopt)); });
+  if (!s.ok()) return after_commit(s, Run{}, Decision::ack(Reason::kProcessed));
+  note_commit();
+  HandlerContext ctx;
+  ContextAccess::init(ctx, &engine_, *m.id, claim->retries + 1, o_.guarantee, start, nullptr);
+  const Run run = run_handler(h, index, ctx, start);
+  if (run.kind == HandlerResult::Kind::kOk) return Decision::ack(Reason::kProcessed);
+  log_error(impl_.log, "idem: at_most_once: handler failed for id {} and the message is dropped: {}", printable(*m.id),
+            run.error);
+  Decision d = Decision::ack(Reason::kHandlerFailed);
+  d.detail = run.error;
+  return d;
+}
+
+Decision Pipeline::effectively_once(const MessageView& m, HandlerThunk h, std::size_t index, TimePoint& start) {
+  const auto fp = fingerprint_of(m);
+  start = tick();  // the lease starts when the handler starts, not at receipt
+  ClaimRequest req{*m.id, o_.owner, o_.lease, fp, start, std::nullopt};
+  const bool gated = entity_gated(o_);
+  if (gated) req.entity_key = *m.key;
+  auto claim = timed_store([&] { return impl_.store->claim(req); });
+  if (!claim.ok()) return fail_open_or_closed(m, h, index, claim.status(), start);
+  if (claim->status != ClaimStatus::kNew) return answer_existing(*claim);
+  if (!gated) return run_claimed(*m.id, fp, claim->retries, handler_of(h, index), start, nullptr, m.version);
+  Gate g;
+  if (auto early = gate(m, *claim, fp, h, index, g)) {
+    if (g.advanced && o_.ordering.mode == Ordering::kStrict) drain(g.key, h);  // a dead-lettered version was used up
+    return *early;
+  }
+  Decision d = run_claimed(*m.id, fp, claim->retries, handler_of(h, index), start, &g, m.version);
+  if (g.advanced && o_.ordering.mode == Ordering::kStrict) drain(g.key, h);
+  return d;
+}
+
+Decision Pipeline::concurrent_update(const Status& s) const {
+  log_warn(impl_.log, "idem: entity changed by another consumer before commit: {}", s.message());
+  Decision d = Decision::retry(Reason::kConcurrentUpdate, Duration{0});
+  d.detail = s.message();
+  return d;
+}
+
+Decision Pipeline::dead_letter_now(EntityKey key, std::string_view id, std::optional<std::uint64_t> fp, Gate* gate,
+                                   Reason why, std::string detail) {
+  std::optional<Gate> g;
+  if (gate != nullptr && o_.ordering.mode == Ordering::kStrict && gate->version) {
+    g = *gate;
+    g->to = {};
+  }
+  Status s = timed_store([&] {
+    return impl_.store->commit(commit_request(key, id, fp, Outcome::kDeadLettered, std::nullopt, g ? &*g : nullptr));
+  });
+  if (s.code() == StatusCode::kAborted) {
+    (void)impl_.store->release(release_req(key, id, false));
+    return concurrent_update(s);
+  }
+  if (!s.ok() && s.code() != StatusCode::kFailedPrecondition) return store_failure(s);
+  if (s.ok() && g) gate->advanced = true;
+  return Decision::dead_letter(why, std::move(detail));
+}
+
+Decision Pipeline::fail_open_or_closed(const MessageView& m, HandlerThunk h, std::size_t index, const Status& s,
+                                       TimePoint start) {
+  if (o_.on_store_failure == StoreFailurePolicy::kFailClosed) return store_failure(s);
+  log_error(impl_.log, "idem: FAIL-OPEN: store unavailable ({}); running the handler for id {} without dedup",
+            s.to_string(), printable(m.id.value_or("")));
+  HandlerContext ctx;
+  ContextAccess::init(ctx, &engine_, m.id.value_or(""), 1, o_.guarantee, start, nullptr);
+  const Run run = run_handler(h, index, ctx, start);
+  if (run.kind == HandlerResult::Kind::kOk) return Decision::ack(Reason::kFailOpen);
+  Decision d = Decision::retry(run.failure_reason, run.delay.count() > 0 ? run.delay : o_.backoff.delay_for(0));
+  d.detail = run.error;
+  return d;
+}
+
+Decision Pipeline::process(const MessageView& m, HandlerThunk h, std::size_t index) {
+  std::optional<TimePoint> start;
+  Decision d = [&] {
+    if (auto bad_decision = validate(m)) return *bad_decision;
+    if (auto bad_decision = validate_entity(m)) return *bad_decision;
+    if (auto dropped = watermark_filter(m)) return *dropped;
+    maybe_tick(h);
+    TimePoint t{};
+    Decision r;
+    switch (o_.guarantee) {
+      case Guarantee::kAtLeastOnce:
+        r = at_least_once(m, h, index, t);
+        break;
+      case Guarantee::kAtMostOnce:
+        r = at_most_once(m, h, index, t);
+        break;
+      case Guarantee::kEffectivelyOnce:
+      case Guarantee::kManual:
+        r = effectively_once(m, h, index, t);
+        break;
+    }
+    start = t;
+    if (m.received_at) metrics_.queue_wait.record(t - *m.received_at);
+    return r;
+  }();
+  if (o_.ordering.mode == Ordering::kWatermark && d.action != Action::kRetry && d.action != Action::kHold &&
+      d.reason != Reason::kBadMessage)
+    impl_.watermarks.advance(*m.stream, *m.position);
+  finish(m, d, start);
+  return d;
+}
+
+void Pipeline::maybe_tick(HandlerThunk h) {
+  if (o_.ordering.mode != Ordering::kStrict) return;
+  const std::int64_t now = impl_.now().time_since_epoch().count();
+  std::int64_t last = impl_.last_tick_ns.load(std::memory_order_relaxed);
+  const std::int64_t every = std::chrono::duration_cast<std::chrono::nanoseconds>(o_.ordering.gap_timeout).count() / 4;
+  const bool first = !impl_.ticked.load(std::memory_order_relaxed);
+  if (!first && now - last < every) return;
+  if (!impl_.last_tick_ns.compare_exchange_strong(last, now)) return;
+  impl_.ticked.store(true, std::memory_order_relaxed);
+  tick_all(h);
+}
+
+}  // namespace idem::detail
