@@ -131,7 +131,7 @@ struct ReleaseRequest {
 struct ExtendRequest {
   std::string_view id;
   std::string_view owner;
-  Duration lease{0};
+  Duration lease{0};  // the new lease from now; REQUIRES: > 0 (kInvalidArgument otherwise)
   TimePoint now;
   std::optional<std::string_view> entity_key;  // as in ReleaseRequest
 };
