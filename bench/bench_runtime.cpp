@@ -23,13 +23,12 @@
 #include <vector>
 
 #include "bench_util.hpp"
-#include "runtime_rows.hpp"
 #include "idem/memory_store.hpp"
 #include "idem/runtime.hpp"
+#include "runtime_rows.hpp"
 
 namespace idem::bench {
 namespace {
-
 
 std::vector<std::string> make_ids(std::size_t n, const std::string& prefix) {
   std::vector<std::string> ids;
@@ -37,7 +36,6 @@ std::vector<std::string> make_ids(std::size_t n, const std::string& prefix) {
   for (std::size_t i = 0; i < n; ++i) ids.push_back(prefix + std::to_string(i * 7919 % n));
   return ids;
 }
-
 
 // A source over a vector of bodies; acks only count.
 class VectorSource : public MessageSource {
@@ -51,7 +49,10 @@ class VectorSource : public MessageSource {
     }
     return ok_status();
   }
-  Status ack(const Delivery&) override { ++acked_; return ok_status(); }
+  Status ack(const Delivery&) override {
+    ++acked_;
+    return ok_status();
+  }
   Status retry(const Delivery&, Duration) override { return ok_status(); }
   Status dead_letter(const Delivery&, std::string_view, std::string_view) override { return ok_status(); }
   StatusOr<bool> drained() override { return next_ >= bodies_.size(); }
@@ -80,9 +81,9 @@ ConsumerOptions memory_options() {
   return o;
 }
 
-
 double consumer_alone(const std::vector<std::string>& ids) {
-  auto c = Consumer<Msg>::create(memory_options(), extractors(), [](const Msg&, HandlerContext&) { return HandlerResult::ok(); });
+  auto c = Consumer<Msg>::create(memory_options(), extractors(),
+                                 [](const Msg&, HandlerContext&) { return HandlerResult::ok(); });
   std::vector<Msg> msgs;
   for (const auto& id : ids) msgs.push_back({id});
   const auto t0 = Clock::now();
@@ -118,8 +119,10 @@ int run(std::size_t n, std::size_t cpu_n, std::size_t stream_n, std::size_t batc
   rows.push_back({"consumer", "Consumer::process, memory store, no-op, 1 thread", consumer_alone(ids)});
   rows.push_back({"runtime_1w", "runtime, in-memory source, 1 worker, no-op", runtime_over(ids, 1, {})});
   const auto cpu_ids = make_ids(cpu_n, "cpu-");
-  rows.push_back({"cpu20_1w", "runtime, 20 us CPU handler, 1 worker", runtime_over(cpu_ids, 1, std::chrono::microseconds(20))});
-  rows.push_back({"cpu20_2w", "runtime, 20 us CPU handler, 2 workers", runtime_over(cpu_ids, 2, std::chrono::microseconds(20))});
+  rows.push_back(
+      {"cpu20_1w", "runtime, 20 us CPU handler, 1 worker", runtime_over(cpu_ids, 1, std::chrono::microseconds(20))});
+  rows.push_back(
+      {"cpu20_2w", "runtime, 20 us CPU handler, 2 workers", runtime_over(cpu_ids, 2, std::chrono::microseconds(20))});
   std::vector<Target> targets = {{"runtime_1w", "consumer", 0.8}, {"cpu20_2w", "cpu20_1w", 1.7}};
   if (redis) {
     if (!stream_rows(stream_n, batch, rows)) return 2;
@@ -139,7 +142,8 @@ int run(std::size_t n, std::size_t cpu_n, std::size_t stream_n, std::size_t batc
     const bool pass = ratio >= t.min;
     ok = ok && pass;
     if (t.min > 0) {
-      std::printf("%s / %s = %.2f (target >= %.2f) %s\n", t.row.c_str(), t.base.c_str(), ratio, t.min, pass ? "PASS" : "FAIL");
+      std::printf("%s / %s = %.2f (target >= %.2f) %s\n", t.row.c_str(), t.base.c_str(), ratio, t.min,
+                  pass ? "PASS" : "FAIL");
     } else {
       std::printf("%s / %s = %.2f\n", t.row.c_str(), t.base.c_str(), ratio);
     }

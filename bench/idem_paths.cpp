@@ -38,8 +38,8 @@ PathResult run_consumer(std::shared_ptr<Store> store, const Stream& s, Feed feed
   opts.store = std::move(store);
   Extractors<Msg> ex;
   ex.id = [](const Msg& m) { return std::optional<std::string_view>(m.id); };
-  auto consumer = Consumer<Msg>::create(
-      std::move(opts), std::move(ex), [](const Msg&, HandlerContext&) { return HandlerResult::ok(); });
+  auto consumer = Consumer<Msg>::create(std::move(opts), std::move(ex),
+                                        [](const Msg&, HandlerContext&) { return HandlerResult::ok(); });
   if (!consumer.ok()) die("Consumer::create", consumer.status());
 
   PathResult r;
@@ -101,7 +101,10 @@ PathResult run_memory_store_direct(const Stream& s) {
     q.owner = owner;
     q.now = now;
     q.ttl = ttl;
-    if (store->commit(q).ok()) ++r.processed; else ++r.other;
+    if (store->commit(q).ok())
+      ++r.processed;
+    else
+      ++r.other;
   }
   sw.stop_into(r);
   r.messages = s.messages.size();

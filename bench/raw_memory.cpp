@@ -11,7 +11,10 @@ PathResult run_raw_hash_set(const Stream& s) {
     std::unordered_set<std::string> seen;
     Stopwatch sw;
     for (const Msg& m : s.messages) {
-      if (seen.insert(m.id).second) ++r.processed; else ++r.duplicates;
+      if (seen.insert(m.id).second)
+        ++r.processed;
+      else
+        ++r.duplicates;
     }
     sw.stop_into(r);
   }

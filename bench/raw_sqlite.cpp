@@ -106,7 +106,10 @@ PathResult run_raw_autocommit(const std::string& path, const Stream& s, const Ra
   PathResult r;
   Stopwatch sw;
   for (const Msg& m : s.messages) {
-    if (step_insert(db.db(), ins, m.id) == 1) ++r.processed; else ++r.duplicates;
+    if (step_insert(db.db(), ins, m.id) == 1)
+      ++r.processed;
+    else
+      ++r.duplicates;
   }
   sw.stop_into(r);
   r.messages = s.messages.size();
@@ -135,7 +138,10 @@ PathResult run_raw_batched(const std::string& path, const Stream& s, const RawOp
     if (o.sort_batch) std::sort(ids.begin(), ids.end(), [](auto* a, auto* b) { return *a < *b; });
     run(begin, "BEGIN");
     for (const std::string* id : ids) {
-      if (step_insert(db.db(), ins, *id) == 1) ++r.processed; else ++r.duplicates;
+      if (step_insert(db.db(), ins, *id) == 1)
+        ++r.processed;
+      else
+        ++r.duplicates;
     }
     run(commit, "COMMIT");
   }
@@ -163,7 +169,10 @@ PathResult run_naive(const std::string& path, const Stream& s, const RawOptions&
     }
     if (rc != SQLITE_DONE) die(db.db(), "select");
     noop_handler(m);
-    if (step_insert(db.db(), ins, m.id) != 1) ++r.other; else ++r.processed;
+    if (step_insert(db.db(), ins, m.id) != 1)
+      ++r.other;
+    else
+      ++r.processed;
   }
   sw.stop_into(r);
   r.messages = s.messages.size();

@@ -49,11 +49,13 @@ template <class Each>
 double plain_loop(int port, const std::string& stream, std::size_t n, std::size_t batch, Each each) {
   redisContext* c = redisConnect("127.0.0.1", port);
   freeReplyObject(redisCommand(c, "XGROUP CREATE %s g 0 MKSTREAM", stream.c_str()));
+  const std::string count = std::to_string(batch);
+  std::vector<const char*> read{"XREADGROUP", "GROUP",        "g", "c", "COUNT", count.c_str(), "BLOCK", "1000",
+                                "STREAMS",    stream.c_str(), ">"};
   std::size_t got = 0;
   const auto t0 = Clock::now();
   while (got < n) {
-    auto* r = static_cast<redisReply*>(
-        redisCommand(c, "XREADGROUP GROUP g c COUNT %zu BLOCK 1000 STREAMS %s >", batch, stream.c_str()));
+    auto* r = static_cast<redisReply*>(redisCommandArgv(c, static_cast<int>(read.size()), read.data(), nullptr));
     if (r == nullptr || r->type != REDIS_REPLY_ARRAY) break;
     const redisReply* entries = r->element[0]->element[1];
     std::vector<const char*> argv{"XACK", stream.c_str(), "g"};

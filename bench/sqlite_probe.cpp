@@ -123,23 +123,30 @@ int x_file_size(sqlite3_file* f, sqlite3_int64* size) { return real_of(f)->pMeth
 int x_lock(sqlite3_file* f, int l) { return real_of(f)->pMethods->xLock(real_of(f), l); }
 int x_unlock(sqlite3_file* f, int l) { return real_of(f)->pMethods->xUnlock(real_of(f), l); }
 int x_check_reserved(sqlite3_file* f, int* out) { return real_of(f)->pMethods->xCheckReservedLock(real_of(f), out); }
-int x_file_control(sqlite3_file* f, int op, void* arg) { return real_of(f)->pMethods->xFileControl(real_of(f), op, arg); }
+int x_file_control(sqlite3_file* f, int op, void* arg) {
+  return real_of(f)->pMethods->xFileControl(real_of(f), op, arg);
+}
 int x_sector_size(sqlite3_file* f) { return real_of(f)->pMethods->xSectorSize(real_of(f)); }
 int x_device_chars(sqlite3_file* f) { return real_of(f)->pMethods->xDeviceCharacteristics(real_of(f)); }
 int x_shm_map(sqlite3_file* f, int pg, int sz, int extend, void volatile** p) {
   return real_of(f)->pMethods->xShmMap(real_of(f), pg, sz, extend, p);
 }
-int x_shm_lock(sqlite3_file* f, int off, int n, int flags) { return real_of(f)->pMethods->xShmLock(real_of(f), off, n, flags); }
+int x_shm_lock(sqlite3_file* f, int off, int n, int flags) {
+  return real_of(f)->pMethods->xShmLock(real_of(f), off, n, flags);
+}
 void x_shm_barrier(sqlite3_file* f) { real_of(f)->pMethods->xShmBarrier(real_of(f)); }
 int x_shm_unmap(sqlite3_file* f, int del) { return real_of(f)->pMethods->xShmUnmap(real_of(f), del); }
-int x_fetch(sqlite3_file* f, sqlite3_int64 off, int n, void** p) { return real_of(f)->pMethods->xFetch(real_of(f), off, n, p); }
-int x_unfetch(sqlite3_file* f, sqlite3_int64 off, void* p) { return real_of(f)->pMethods->xUnfetch(real_of(f), off, p); }
+int x_fetch(sqlite3_file* f, sqlite3_int64 off, int n, void** p) {
+  return real_of(f)->pMethods->xFetch(real_of(f), off, n, p);
+}
+int x_unfetch(sqlite3_file* f, sqlite3_int64 off, void* p) {
+  return real_of(f)->pMethods->xUnfetch(real_of(f), off, p);
+}
 
 const sqlite3_io_methods kMethods = {
-    3,           x_close,         x_read,       x_write,          x_truncate,     x_sync,
-    x_file_size, x_lock,          x_unlock,     x_check_reserved, x_file_control, x_sector_size,
-    x_device_chars, x_shm_map,    x_shm_lock,   x_shm_barrier,    x_shm_unmap,    x_fetch,
-    x_unfetch};
+    3,          x_close,       x_read,           x_write,        x_truncate,    x_sync,         x_file_size,
+    x_lock,     x_unlock,      x_check_reserved, x_file_control, x_sector_size, x_device_chars, x_shm_map,
+    x_shm_lock, x_shm_barrier, x_shm_unmap,      x_fetch,        x_unfetch};
 
 int x_open(sqlite3_vfs*, sqlite3_filename name, sqlite3_file* f, int flags, int* out_flags) {
   auto* pf = reinterpret_cast<ProbeFile*>(f);
@@ -153,7 +160,9 @@ int x_open(sqlite3_vfs*, sqlite3_filename name, sqlite3_file* f, int flags, int*
 
 int x_delete(sqlite3_vfs*, const char* n, int sync) { return g_real->xDelete(g_real, n, sync); }
 int x_access(sqlite3_vfs*, const char* n, int flags, int* out) { return g_real->xAccess(g_real, n, flags, out); }
-int x_full_pathname(sqlite3_vfs*, const char* n, int sz, char* out) { return g_real->xFullPathname(g_real, n, sz, out); }
+int x_full_pathname(sqlite3_vfs*, const char* n, int sz, char* out) {
+  return g_real->xFullPathname(g_real, n, sz, out);
+}
 void* x_dlopen(sqlite3_vfs*, const char* n) { return g_real->xDlOpen(g_real, n); }
 void x_dlerror(sqlite3_vfs*, int n, char* msg) { g_real->xDlError(g_real, n, msg); }
 void (*x_dlsym(sqlite3_vfs*, void* h, const char* sym))(void) { return g_real->xDlSym(g_real, h, sym); }
@@ -222,19 +231,20 @@ void print_probe(const std::string& label, const ProbeReport& r, std::uint64_t m
   std::uint64_t runs = 0;
   for (const auto& st : r.statements) runs += st.runs;
   std::printf("profile: %s\n", label.c_str());
-  std::printf("  per message: %.2f statements, %.3f write transactions, %.2f WAL frames (pages), "
-              "%.0f WAL bytes, %.0f db bytes checkpointed, %.3f db reads; %llu syncs in all\n",
-              static_cast<double>(runs) / m, static_cast<double>(r.wal_commits) / m,
-              static_cast<double>(r.wal_frames) / m, static_cast<double>(r.wal_bytes) / m,
-              static_cast<double>(r.db_bytes_written) / m, static_cast<double>(r.db_reads) / m,
-              static_cast<unsigned long long>(r.syncs));
+  std::printf(
+      "  per message: %.2f statements, %.3f write transactions, %.2f WAL frames (pages), "
+      "%.0f WAL bytes, %.0f db bytes checkpointed, %.3f db reads; %llu syncs in all\n",
+      static_cast<double>(runs) / m, static_cast<double>(r.wal_commits) / m, static_cast<double>(r.wal_frames) / m,
+      static_cast<double>(r.wal_bytes) / m, static_cast<double>(r.db_bytes_written) / m,
+      static_cast<double>(r.db_reads) / m, static_cast<unsigned long long>(r.syncs));
   if (r.wal_commits > 0)
     std::printf("  per write transaction: %.1f pages dirtied\n",
                 static_cast<double>(r.wal_frames) / static_cast<double>(r.wal_commits));
-  std::printf("  time inside statements: %.2f s (%.2f us per message; WAL checkpoints run after a statement "
-              "ends and are not in it); all xWrite %.2f s, all xSync %.2f s\n",
-              static_cast<double>(r.statement_nanos) * 1e-9, static_cast<double>(r.statement_nanos) * 1e-3 / m,
-              static_cast<double>(r.write_nanos) * 1e-9, static_cast<double>(r.sync_nanos) * 1e-9);
+  std::printf(
+      "  time inside statements: %.2f s (%.2f us per message; WAL checkpoints run after a statement "
+      "ends and are not in it); all xWrite %.2f s, all xSync %.2f s\n",
+      static_cast<double>(r.statement_nanos) * 1e-9, static_cast<double>(r.statement_nanos) * 1e-3 / m,
+      static_cast<double>(r.write_nanos) * 1e-9, static_cast<double>(r.sync_nanos) * 1e-9);
   for (const auto& st : r.statements) {
     if (st.runs == 0) continue;
     std::string sql = st.sql;

@@ -63,6 +63,7 @@ struct Loop::Impl : AssignmentListener {
   void step();
   void fetch_some(std::size_t capacity);
   void dispatch(std::unique_ptr<WorkItem> item);
+  void flush_queued();
   void apply_finished();
   void apply(std::unique_ptr<WorkItem> item);
   void settle(WorkItem& w);
@@ -102,6 +103,7 @@ struct Loop::Impl : AssignmentListener {
   // The loop thread's own.
   std::vector<std::thread> threads;
   std::vector<Delivery> fetched_now;
+  std::vector<WorkItem*> to_queue;  // prepared, not yet handed to the workers
   std::deque<WorkItem*> throttled;  // failure-path actions waiting for a token
   TokenBucket throttle;
   std::size_t in_flight = 0;  // fetched, decision not applied yet
@@ -224,9 +226,12 @@ void Loop::Impl::fetch_some(std::size_t capacity) {
     if (d.received_at == TimePoint{}) d.received_at = now;
     dispatch(processor.prepare(std::move(d)));
   }
+  flush_queued();
   fetched_now.clear();
 }
 
+// Counts `item` in flight and queues it for the workers (at the next flush_queued()),
+// or applies a decision made while preparing it.
 void Loop::Impl::dispatch(std::unique_ptr<WorkItem> item) {
   ++in_flight;
   ++fetched;
@@ -236,9 +241,22 @@ void Loop::Impl::dispatch(std::unique_ptr<WorkItem> item) {
     apply(std::move(item));
     return;
   }
-  std::lock_guard lock(mu);
-  queue.push(item.release());
-  work_cv.notify_one();
+  to_queue.push_back(item.release());
+}
+
+// Hands what dispatch() collected to the workers under one lock.
+void Loop::Impl::flush_queued() {
+  if (to_queue.empty()) return;
+  {
+    std::lock_guard lock(mu);
+    for (WorkItem* w : to_queue) queue.push(w);
+  }
+  if (to_queue.size() == 1) {
+    work_cv.notify_one();
+  } else {
+    work_cv.notify_all();
+  }
+  to_queue.clear();
 }
 
 void Loop::Impl::wait_finished(Duration at_most) {
