@@ -1,6 +1,8 @@
 // Default batch and transaction forms of the store contract.
 #include "idem/store.hpp"
 
+#include <string>
+
 #include "idem/request_checks.hpp"
 
 namespace idem {
@@ -52,5 +54,15 @@ std::vector<Status> Store::buffer_put_batch(std::span<const BufferPut> puts) {
 StatusOr<std::vector<BufferEntry>> Store::buffer_read(std::string_view, std::size_t) { return no_entities(); }
 Status Store::buffer_remove(std::string_view, std::uint64_t) { return no_entities(); }
 StatusOr<BufferSummary> Store::buffer_summary(std::size_t) { return no_entities(); }
+
+namespace {
+Status not_supported(std::string_view what) {
+  return failed_precondition(std::string(what) + ": not supported by this store");
+}
+}  // namespace
+
+StatusOr<RecordCounts> Store::count_records(TimePoint) { return not_supported("counting records"); }
+StatusOr<bool> Store::remove_record(std::string_view, TimePoint) { return not_supported("removing one record"); }
+StatusOr<bool> Store::remove_entity(std::string_view) { return not_supported("removing one entity"); }
 
 }  // namespace idem

@@ -55,9 +55,9 @@ enum class ClaimStatus {
 };
 
 struct ClaimRequest {
-  std::string_view id;                  // REQUIRES: non-empty
-  std::string_view owner;               // who holds the lease if kNew
-  Duration lease{0};                    // REQUIRES: > 0
+  std::string_view id;                       // REQUIRES: non-empty
+  std::string_view owner;                    // who holds the lease if kNew
+  Duration lease{0};                         // REQUIRES: > 0
   std::optional<std::uint64_t> fingerprint;  // payload hash; nullopt: do not compare
   TimePoint now;
   // Set: a granted claim also returns this key's entity record (ClaimResult::entity),
@@ -155,6 +155,16 @@ struct RecordInfo {
   TimePoint expires_at;  // kPending, kCompleted, kDeadLettered
 };
 
+// The records of a store at one time, by the state inspect() would report
+// (Store::count_records).
+struct RecordCounts {
+  std::size_t pending = 0;        // only a retry count is kept
+  std::size_t in_progress = 0;    // a lease this store can see is held (see the store's notes)
+  std::size_t completed = 0;      // done, not yet expired
+  std::size_t dead_lettered = 0;  // done as dead-lettered, not yet expired
+  std::size_t expired = 0;        // no longer live, still held until purge_expired reaches it
+};
+
 // A write transaction the handler can add its own writes to (transactional mode).
 // Not thread-safe; owned by one handler invocation. Destroying it without commit()
 // rolls it back.
@@ -234,6 +244,24 @@ class Store {
   // Removes up to max_records expired records. Returns how many were removed.
   // Backends with native TTL return 0. Bounded work: safe to call from a hot loop.
   virtual StatusOr<std::size_t> purge_expired(TimePoint now, std::size_t max_records) = 0;
+
+  // --- operator tools (`idem inspect`, `idem purge`; docs/design.md §8) ------------
+  // Optional: stores that cannot offer one return kFailedPrecondition whose message
+  // says "not supported by this store" (the defaults). None is for a hot path.
+
+  // Counts every record of the store by its state at `now`. Reads the whole store.
+  virtual StatusOr<RecordCounts> count_records(TimePoint now);
+  // Removes the record of id whatever its state, a held lease included (the holder's
+  // commit then succeeds as for an id never claimed). Returns true iff id had a live
+  // record at `now` (the one inspect(id, now) returns); an expired record is removed
+  // too. REQUIRES: id non-empty.
+  virtual StatusOr<bool> remove_record(std::string_view id, TimePoint now);
+  // Removes key's entity record and every buffered entry of key, in one step. The key
+  // starts over at revision 0: a writer holding an older revision gets kAborted, and
+  // the key's next message is ordered as if it were the key's first. Returns true iff
+  // the key had a record or buffered entries. REQUIRES: key non-empty,
+  // capabilities().entities.
+  virtual StatusOr<bool> remove_entity(std::string_view key);
 };
 
 }  // namespace idem

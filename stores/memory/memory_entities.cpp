@@ -122,6 +122,26 @@ void Entities::remove_locked(Stripe& s, std::string_view key, std::uint64_t vers
   bytes_ -= bytes;
 }
 
+bool Entities::erase(std::string_view key) {
+  Stripe& s = stripe(key);
+  std::lock_guard lock(s.mu);
+  bool found = false;
+  if (auto it = s.records.find(key); it != s.records.end()) {
+    s.records.erase(it);
+    found = true;
+  }
+  auto kb = s.buffers.find(key);
+  if (kb == s.buffers.end()) return found;
+  std::size_t bytes = 0;
+  for (const auto& [version, e] : kb->second) bytes += key.size() + e.id.size() + e.message.size();
+  const std::size_t count = kb->second.size();
+  s.buffers.erase(kb);
+  std::lock_guard totals(totals_mu_);
+  count_ -= count;
+  bytes_ -= bytes;
+  return true;
+}
+
 BufferSummary Entities::summary(std::size_t max_keys) {
   // All stripes at once (in index order, the only order in which more than one is
   // ever held), so that the totals and the keys describe one moment.

@@ -38,6 +38,8 @@ class Entities {
   std::vector<BufferEntry> read_buffer(std::string_view key, std::size_t max);
   void remove(std::string_view key, std::uint64_t version);
   BufferSummary summary(std::size_t max_keys);
+  // Removes key's record and all its buffered entries. Returns true iff there were any.
+  bool erase(std::string_view key);
 
   // --- for a commit that holds an id shard -------------------------------------------
   // Returns the held lock of key's stripe.

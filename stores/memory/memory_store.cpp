@@ -38,9 +38,7 @@ bool done(const Record& r, std::int64_t now) {
   return (r.state == RecordState::kCompleted || r.state == RecordState::kDeadLettered) && r.expires_ms > now;
 }
 
-bool leased(const Record& r, std::int64_t now) {
-  return r.state == RecordState::kInProgress && r.lease_until_ms > now;
-}
+bool leased(const Record& r, std::int64_t now) { return r.state == RecordState::kInProgress && r.lease_until_ms > now; }
 
 // One lock stripe. Every record has exactly one entry in fifo_ (a pointer to its map
 // node, stable across rehashing); a record leaves the map only when its entry leaves
@@ -178,9 +176,9 @@ class Shard {
     const Record& r = it->second;
     if (!live(r, now)) return std::nullopt;
     RecordInfo info;
-    info.state = leased(r, now) ? RecordState::kInProgress
+    info.state = leased(r, now)                        ? RecordState::kInProgress
                  : r.state == RecordState::kInProgress ? RecordState::kPending
-                                                        : r.state;
+                                                       : r.state;
     if (info.state == RecordState::kInProgress) {
       info.owner = owners_[r.owner];
       info.lease_until = from_unix_ms(r.lease_until_ms);
@@ -190,6 +188,34 @@ class Shard {
     info.retries = r.retries;
     info.expires_at = from_unix_ms(r.expires_ms);
     return info;
+  }
+
+  // Adds this shard's records to `counts`, each by the state inspect() reports.
+  void count(std::int64_t now, RecordCounts& counts) {
+    std::lock_guard lock(mu_);
+    for (const auto& [id, r] : map_) {
+      if (!live(r, now))
+        ++counts.expired;
+      else if (leased(r, now))
+        ++counts.in_progress;
+      else if (r.state == RecordState::kCompleted)
+        ++counts.completed;
+      else if (r.state == RecordState::kDeadLettered)
+        ++counts.dead_lettered;
+      else
+        ++counts.pending;
+    }
+  }
+
+  // Makes id's record absent (it stays in place, not live, until purge or eviction
+  // reaches it, as an expired one does). Returns true iff it was live.
+  bool remove(std::string_view id, std::int64_t now) {
+    std::lock_guard lock(mu_);
+    auto it = map_.find(id);
+    if (it == map_.end()) return false;
+    const bool was_live = live(it->second, now);
+    it->second = Record{};
+    return was_live;
   }
 
   // Removes up to `max` records that are not live, examining at most `budget` entries.
@@ -302,6 +328,20 @@ class MemoryStore final : public Store {
       removed += s->purge(to_unix_ms(now), max_records - removed, budget);
     }
     return removed;
+  }
+
+  StatusOr<RecordCounts> count_records(TimePoint now) override {
+    RecordCounts counts;
+    for (auto& s : shards_) s->count(to_unix_ms(now), counts);
+    return counts;
+  }
+  StatusOr<bool> remove_record(std::string_view id, TimePoint now) override {
+    if (id.empty()) return invalid_argument("remove_record: empty id");
+    return shard(id).remove(id, to_unix_ms(now));
+  }
+  StatusOr<bool> remove_entity(std::string_view key) override {
+    if (key.empty()) return invalid_argument("remove_entity: empty key");
+    return entities_.erase(key);
   }
 
   StatusOr<EntityRecord> read_entity(std::string_view key) override {

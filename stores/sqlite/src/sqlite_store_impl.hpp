@@ -64,6 +64,12 @@ class SqliteStore final : public Store, public std::enable_shared_from_this<Sqli
   Status buffer_remove(std::string_view key, std::uint64_t version) override;
   StatusOr<BufferSummary> buffer_summary(std::size_t max_keys) override;
 
+  // Operator tools (operator.cpp). leases=local: count_records sees only the leases of
+  // this process (another process cannot have the file open meanwhile).
+  StatusOr<RecordCounts> count_records(TimePoint now) override;
+  StatusOr<bool> remove_record(std::string_view id, TimePoint now) override;
+  StatusOr<bool> remove_entity(std::string_view key) override;
+
   // For SqliteTransaction. REQUIRES: mu_ held by the caller's thread and a transaction
   // opened by begin() still open. Writes the commit, then COMMITs; on any failure
   // ROLLBACKs. Either way the transaction is over afterwards.
@@ -116,6 +122,8 @@ class SqliteStore final : public Store, public std::enable_shared_from_this<Sqli
   // The statements of entities.cpp with their SQL, for prepare().
   std::vector<std::pair<Statement*, std::string_view>> entity_statements();
   Status run(const Statement& s, std::string_view what);  // steps to DONE
+  // Prepares `sql` into `s` for one operator call. REQUIRES: mu_ held.
+  Status prepare_once(Statement& s, std::string_view sql);
   Status fault(std::string_view point) const;
   Status error(int rc, std::string_view what) const;
 
