@@ -129,24 +129,24 @@ TEST(ReplayOrdering, BadVersionsAreBadMessages) {
   EXPECT_NE(out[2].find("no key"), std::string::npos) << out[2];
 }
 
-TEST(ReplayOrdering, IdemBufferShowsWhatWaits) {
+TEST(ReplayOrdering, IdemInspectShowsWhatWaits) {
   TempDir dir;
   const std::string store = "sqlite:" + dir.path() + "/s.db";
   replay({R"({"id":"c","key":"k","version":3,"at_ms":7})", R"({"id":"a","key":"j","version":1})"},
          {"--ordering", "strict", "--store", store});
-  RunResult show = run_idem({"buffer", "show", "--store", store, "k"});
+  RunResult show = run_idem({"inspect", "--store", store, "--key", "k", "--json"});
   EXPECT_EQ(show.exit_code, 0) << show.err;
   const Lines lines = lines_of(show.out);
   ASSERT_EQ(lines.size(), 2u) << show.out;
   EXPECT_EQ(lines[0], R"({"type":"entity","key":"k","revision":0,"version":0})");
   EXPECT_EQ(lines[1].rfind(R"({"type":"buffered","version":3,"id":"c","buffered_at_ms":7,)", 0), 0u) << lines[1];
-  RunResult list = run_idem({"buffer", "list", "--store", store});
+  RunResult list = run_idem({"inspect", "--store", store, "--json"});
   EXPECT_EQ(list.exit_code, 0) << list.err;
-  EXPECT_EQ(lines_of(list.out).size(), 2u) << list.out;
+  EXPECT_EQ(lines_of(list.out).size(), 3u) << list.out;  // records, buffer, one key
   EXPECT_NE(list.out.find(R"("key":"k","count":1,"lowest_version":3,"oldest_at_ms":7)"), std::string::npos) << list.out;
-  RunResult bloom = run_idem({"buffer", "list", "--store", "nosuch:"});
-  EXPECT_EQ(bloom.exit_code, 2);
-  EXPECT_NE(bloom.err.find("nosuch"), std::string::npos) << bloom.err;
+  RunResult unknown = run_idem({"inspect", "--store", "nosuch:"});
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_NE(unknown.err.find("nosuch"), std::string::npos) << unknown.err;
 }
 
 }  // namespace

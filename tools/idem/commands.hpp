@@ -17,8 +17,12 @@ using Runner = std::function<int()>;
 // `idem replay`: runs a trace through a consumer (docs/design.md §8, replay_command.cpp).
 void add_replay_command(CLI::App& app, Runner& selected);
 
-// `idem buffer show|list`: the reorder buffer of a store (buffer_command.cpp).
-void add_buffer_command(CLI::App& app, Runner& selected);
+// `idem inspect`: a record, an entity, or a store's counts and reorder buffer
+// (inspect_command.cpp).
+void add_inspect_command(CLI::App& app, Runner& selected);
+
+// `idem purge`: removes expired records, or one record or entity (purge_command.cpp).
+void add_purge_command(CLI::App& app, Runner& selected);
 
 #ifdef IDEM_TOOL_WITH_BROKERS
 // `idem consume --source URI …`: the consumer runtime (consume_command.cpp).

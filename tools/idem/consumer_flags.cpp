@@ -7,6 +7,7 @@
 
 #include "exit_codes.hpp"
 #include "idem/open_store.hpp"
+#include "store_uri_secret.hpp"
 
 #ifdef IDEM_TOOL_WITH_MACHINE
 #include "idem/machine_gate.hpp"
@@ -112,15 +113,6 @@ ConsumerOptions consumer_options_from(const ConsumerSettings& s) {
   return o;
 }
 
-std::string redact_uri(std::string_view uri) {
-  const auto scheme_end = uri.find("//");
-  if (scheme_end == std::string_view::npos) return std::string(uri);
-  const auto authority_end = uri.find_first_of("/?#", scheme_end + 2);
-  const auto at = uri.substr(0, authority_end).rfind('@');
-  if (at == std::string_view::npos || at < scheme_end) return std::string(uri);
-  return std::string(uri.substr(0, scheme_end + 2)) + "***" + std::string(uri.substr(at));
-}
-
 int open_consumer_store(const ConsumerSettings& s, ConsumerOptions& o, std::string& error) {
   if (!needs_dedup(s.guarantee)) {
     if (!s.store_given) return kExitOk;
@@ -132,7 +124,7 @@ int open_consumer_store(const ConsumerSettings& s, ConsumerOptions& o, std::stri
   auto store = open_store(s.store_uri);
   if (!store.ok()) {
     const Status& st = store.status();
-    error = "cannot open store \"" + redact_uri(s.store_uri) + "\": " + st.to_string();
+    error = scrub_secrets("cannot open store \"" + s.store_uri + "\": " + st.to_string(), s.store_uri);
     return st.code() == StatusCode::kInvalidArgument ? kExitUsage : kExitFailure;
   }
   o.store = std::move(store).value();

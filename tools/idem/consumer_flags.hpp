@@ -66,9 +66,6 @@ std::optional<ConsumerSettings> settings_from(const ConsumerFlags& a, std::strin
 // ordering, machine); the caller adds the store, clock and owner.
 ConsumerOptions consumer_options_from(const ConsumerSettings& s);
 
-// `uri` with any password replaced by "***" (for messages: a secret is never printed).
-std::string redact_uri(std::string_view uri);
-
 // Opens the settings' store into o.store when the guarantee keeps dedup records.
 // Returns kExitOk, or the exit status after writing why to `error`: kExitUsage for a
 // bad URI or a --store the guarantee does not use, kExitFailure for a store that

@@ -7,13 +7,19 @@
 #include "commands.hpp"
 #include "exit_codes.hpp"
 
+#ifndef IDEM_VERSION
+#error "IDEM_VERSION (the project version) must be defined by the build"
+#endif
+
 int main(int argc, char** argv) {
   std::ios::sync_with_stdio(false);
   CLI::App app("idem: effectively-once message processing, from the shell", "idem");
   app.require_subcommand(1);
+  app.set_version_flag("--version", "idem " IDEM_VERSION, "Print the version and exit");
   idem::cli::Runner selected;
   idem::cli::add_replay_command(app, selected);
-  idem::cli::add_buffer_command(app, selected);
+  idem::cli::add_inspect_command(app, selected);
+  idem::cli::add_purge_command(app, selected);
 #ifdef IDEM_TOOL_WITH_BROKERS
   idem::cli::add_consume_command(app, selected);
   idem::cli::add_publish_command(app, selected);
