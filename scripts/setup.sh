@@ -13,6 +13,7 @@ IDEM_PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   librocksdb-dev libbloom-dev libhiredis-dev redis-server redis-tools
   libyaml-cpp-dev
+  ccache
 )
 
 idem_install_packages() {
@@ -29,11 +30,14 @@ idem_install_packages() {
   $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
-# idem_build DIR [cmake args…]: configure (once) and build everything in DIR.
+# idem_build DIR [cmake args…]: configure (once) and build everything in DIR, through
+# ccache when it is installed (the build trees of test.sh share most sources).
 idem_build() {
   local dir=$1
   shift
-  cmake -S "$IDEM_ROOT" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
+  local launcher=()
+  command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  cmake -S "$IDEM_ROOT" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "${launcher[@]}" "$@" >/dev/null
   cmake --build "$dir" -j "$(nproc)"
 }
 
