@@ -48,26 +48,28 @@ int inspect_key(OperatorSession& s, const std::string& key, std::size_t limit) {
 }
 
 // The records by status, or a line saying this store cannot count them.
-void print_counts(OperatorSession& s) {
+int print_counts(OperatorSession& s) {
   auto counts = s.store().count_records(s.now());
   const bool json = s.json();
+  if (!counts.ok() && counts.status().code() != StatusCode::kFailedPrecondition) return s.fail(counts.status());
   if (!counts.ok()) {
     if (json)
       std::cout << R"({"type":"records","counted":false,"reason":)" << json_text(counts.status().message()) << "}\n";
     else
       std::cout << "records:  this store cannot count them (" << counts.status().message() << ")\n";
-    return;
+    return kExitOk;
   }
   const RecordCounts& c = *counts;
   if (json) {
     std::cout << R"({"type":"records","counted":true,"at_ms":)" << to_unix_ms(s.now()) << R"(,"pending":)" << c.pending
               << R"(,"in_progress":)" << c.in_progress << R"(,"done":)" << c.completed << R"(,"dead_lettered":)"
               << c.dead_lettered << R"(,"expired":)" << c.expired << "}\n";
-    return;
+    return kExitOk;
   }
   std::cout << "records:  " << c.completed << " done, " << c.dead_lettered << " dead-lettered, " << c.in_progress
             << " in progress, " << c.pending << " pending (retry count only) at " << iso_time(s.now()) << '\n'
             << "expired:  " << c.expired << " (not yet removed; idem purge --expired removes them)\n";
+  return kExitOk;
 }
 
 // The reorder buffer's totals and its keys, oldest gap first.
@@ -102,7 +104,7 @@ int print_buffer(OperatorSession& s, std::size_t limit) {
 
 int inspect_store(OperatorSession& s, std::size_t limit) {
   if (!s.json()) std::cout << "store:    " << s.shown_uri() << '\n';
-  print_counts(s);
+  if (int rc = print_counts(s); rc != kExitOk) return rc;
   return print_buffer(s, limit);
 }
 

@@ -23,6 +23,9 @@ constexpr const char* kFooter =
     "Exit status: 0 done (or shown); 1 the store failed or cannot do it; 2 invalid options or store URI;\n"
     "3 no such id or key.";
 
+// The buffered messages a dry run of --key lists at most (all of them are removed).
+constexpr std::size_t kShownBuffered = 1000;
+
 struct PurgeArgs {
   OperatorArgs common;
   bool expired = false;
@@ -41,7 +44,11 @@ class ExpiredPurge {
 
   int run() {
     auto counts = s_.store().count_records(s_.now());
-    if (counts.ok()) expected_ = counts->expired;
+    if (counts.ok()) {
+      expected_ = counts->expired;
+    } else if (counts.status().code() != StatusCode::kFailedPrecondition) {
+      return s_.fail(counts.status());  // the store failed, rather than cannot count
+    }
     while (steps_ < a_.max_steps && !done()) {
       auto n = s_.store().purge_expired(s_.now(), a_.batch);
       if (!n.ok()) {
@@ -133,11 +140,19 @@ int purge_id(OperatorSession& s, const std::string& id, bool yes) {
 int purge_key(OperatorSession& s, const std::string& key, bool yes) {
   auto entity = s.store().read_entity(key);
   if (!entity.ok()) return s.fail(entity.status());
-  auto buffered = s.store().buffer_read(key, SIZE_MAX);
+  auto buffered = s.store().buffer_read(key, kShownBuffered + 1);
   if (!buffered.ok()) return s.fail(buffered.status());
   if (entity->revision == 0 && buffered->empty())
     return s.fail(kExitNotFound, "key " + json_text(key) + " has no entity record and nothing buffered");
+  const bool more = buffered->size() > kShownBuffered;
+  if (more) buffered->resize(kShownBuffered);
   print_entity(std::cout, s.json(), key, *entity, *buffered, s.now());
+  if (more) {
+    if (s.json())
+      std::cout << R"({"type":"more_buffered"})" << '\n';
+    else
+      std::cout << "  … and more buffered messages, not shown\n";
+  }
   if (!yes) {
     print_dry_run(s, "entity record and its buffered messages");
     return kExitOk;
