@@ -46,6 +46,7 @@ class ExpiredPurge {
     auto counts = s_.store().count_records(s_.now());
     if (counts.ok()) {
       expected_ = counts->expired;
+      expired_before_ = counts->expired;
     } else if (counts.status().code() != StatusCode::kFailedPrecondition) {
       return s_.fail(counts.status());  // the store failed, rather than cannot count
     }
@@ -64,7 +65,10 @@ class ExpiredPurge {
       // records that are gone.
       if (expected_ && zero_run_ > 0 && (zero_run_ & (zero_run_ - 1)) == 0) {
         auto left = s_.store().count_records(s_.now());
-        if (!left.ok()) return s_.fail(left.status());
+        if (!left.ok()) {
+          print();
+          return s_.fail(left.status());
+        }
         expected_ = removed_ + left->expired;
       }
     }
@@ -82,7 +86,7 @@ class ExpiredPurge {
   void print() const {
     if (s_.json()) {
       std::cout << R"({"type":"purge","removed":)" << removed_ << R"(,"steps":)" << steps_;
-      if (expected_) std::cout << R"(,"expired_before":)" << *expected_;
+      if (expired_before_) std::cout << R"(,"expired_before":)" << *expired_before_;
       std::cout << "}\n";
       return;
     }
@@ -99,7 +103,8 @@ class ExpiredPurge {
 
   OperatorSession& s_;
   const PurgeArgs& a_;
-  std::optional<std::size_t> expected_;  // records expired at now, if the store counts them
+  std::optional<std::size_t> expired_before_;  // records expired at now, if the store counts them
+  std::optional<std::size_t> expected_;        // the records this run removes: as counted, then recounted
   std::uint64_t steps_ = 0;
   std::size_t removed_ = 0;
   std::size_t last_ = 0;        // removed by the last step
