@@ -10,8 +10,10 @@
 //    when their keys are passed (standalone: KEYS[ig], KEYS[ig + 1]); on a cluster
 //    they live in another slot, so the script returns what changed and the client
 //    sends buffer_account afterwards;
-//  - answer codes: 0 ok, 1/2 as commit, 4 revision mismatch (nothing written),
-//    5 (key, version) holds another id, 6 limit (with its name), 7 entry absent.
+//  - answer codes (script_codes.hpp): CommitCode for commit_entity and write_entity
+//    (4 kRevisionMismatch: nothing written), ClaimCode for claim_entity, BufferCode
+//    for the buffer (5 kVersionTaken: (key, version) holds another id, 6 kLimit with
+//    the limit's name, 7 kAbsent: no entry); every number is commented with its name.
 #include "scripts.hpp"
 
 namespace idem::redis::detail {
@@ -56,15 +58,16 @@ local function account(tot, idx, member, dc, db, t)
 end
 
 -- {0, 0} nothing left to account | {0, 1, bytes, has_oldest, oldest}: the client
--- accounts the removal of an entry of `bytes` (cluster).
+-- accounts the removal of an entry of `bytes` (cluster). The code 0 is kCommitted for
+-- the entity scripts, kOk for buffer_remove.
 local function after_remove(bytes, t, ig, member)
-  if bytes == 0 then return {0, 0} end
+  if bytes == 0 then return {0, 0} end  -- kCommitted / kOk
   if KEYS[ig] then
     account(KEYS[ig], KEYS[ig + 1], member, -1, -bytes, t)
-    return {0, 0}
+    return {0, 0}  -- kCommitted / kOk
   end
   local o = oldest(t)
-  return {0, 1, bytes, o and 1 or 0, o or 0}
+  return {0, 1, bytes, o and 1 or 0, o or 0}  -- kCommitted / kOk
 end
 )lua";
 
@@ -78,9 +81,9 @@ std::string entity_script(const char* body) { return with_prelude((std::string(k
 Script claim_entity_script() {
   return {"claim_entity", entity_script(R"lua(
 local c = claim(KEYS[1], tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5]))
-if c[1] ~= 0 then return c end
+if c[1] ~= 0 then return c end  -- not kGranted
 local e = redis.call('HMGET', KEYS[2], 'r', 'v', 's')
-return {0, c[2], e[1] or '', e[2] or '', e[3] or ''}
+return {0, c[2], e[1] or '', e[2] or '', e[3] or ''}  -- kGranted
 )lua"), {}};
 }
 
@@ -90,11 +93,11 @@ return {0, c[2], e[1] or '', e[2] or '', e[3] or ''}
 // The revision is checked first: a mismatch ({4}) writes nothing.
 Script commit_entity_script() {
   return {"commit_entity", entity_script(R"lua(
-if not rev_is(KEYS[2], ARGV[7]) then return {4} end
+if not rev_is(KEYS[2], ARGV[7]) then return {4} end  -- kRevisionMismatch
 local c = commit(KEYS[1], tonumber(ARGV[1]), ARGV[2], ARGV[3], ARGV[4], ARGV[5], tonumber(ARGV[6]))
-if c[1] ~= 0 then return c end
+if c[1] ~= 0 then return c end  -- not kCommitted
 ent_set(KEYS[2], ARGV[8], ARGV[9], ARGV[10])
-if ARGV[11] == '' then return {0} end
+if ARGV[11] == '' then return {0} end  -- kCommitted
 return after_remove(unbuf(KEYS[3], KEYS[4], ARGV[11], ARGV[12], tonumber(ARGV[14])), KEYS[4], 5, ARGV[13])
 )lua"), {}};
 }
@@ -103,9 +106,9 @@ return after_remove(unbuf(KEYS[3], KEYS[4], ARGV[11], ARGV[12], tonumber(ARGV[14
 // 4 state, 5 lo ('' none), 6 hi, 7 entity key, 8 its length.
 Script write_entity_script() {
   return {"write_entity", entity_script(R"lua(
-if not rev_is(KEYS[1], ARGV[1]) then return {4} end
+if not rev_is(KEYS[1], ARGV[1]) then return {4} end  -- kRevisionMismatch
 ent_set(KEYS[1], ARGV[2], ARGV[3], ARGV[4])
-if ARGV[5] == '' then return {0} end
+if ARGV[5] == '' then return {0} end  -- kCommitted
 return after_remove(unbuf(KEYS[2], KEYS[3], ARGV[5], ARGV[6], tonumber(ARGV[8])), KEYS[3], 4, ARGV[7])
 )lua"), {}};
 }
@@ -114,39 +117,40 @@ return after_remove(unbuf(KEYS[2], KEYS[3], ARGV[5], ARGV[6], tonumber(ARGV[8]))
 // 5 at_ms, 6 per_key, 7 total, 8 total_bytes, 9 bytes, 10 entity key, 11 mode:
 // 'put' stores (limits checked first; total limits only when the totals key is
 // given), 'check' only answers whether the entry is there.
-// Returns {0, 1} stored | {0, 0} the same entry is there | {5} | {6, limit} | {7}.
+// Returns BufferCode: {0, 1} kOk, stored | {0, 0} kOk, the same entry is there |
+// {5} kVersionTaken | {6, limit} kLimit | {7} kAbsent.
 Script buffer_put_script() {
   return {"buffer_put", entity_script(R"lua(
 local b, t = KEYS[1], KEYS[2]
 local m = redis.call('ZRANGEBYLEX', b, ARGV[1], ARGV[2], 'LIMIT', 0, 1)[1]
 if m then
   local ok, e = pcall(unpack_mp, string.sub(m, 9))
-  if ok and type(e) == 'table' and e[1] == ARGV[4] then return {0, 0} end
-  return {5}
+  if ok and type(e) == 'table' and e[1] == ARGV[4] then return {0, 0} end  -- kOk
+  return {5}  -- kVersionTaken
 end
-if ARGV[11] == 'check' then return {7} end
-if redis.call('ZCARD', b) >= tonumber(ARGV[6]) then return {6, 'per_key'} end
+if ARGV[11] == 'check' then return {7} end  -- kAbsent
+if redis.call('ZCARD', b) >= tonumber(ARGV[6]) then return {6, 'per_key'} end  -- kLimit
 local bytes = tonumber(ARGV[9])
 if KEYS[3] then
   local tt = redis.call('HMGET', KEYS[3], 'count', 'bytes')
-  if tonumber(tt[1] or '0') + 1 > tonumber(ARGV[7]) then return {6, 'total'} end
-  if tonumber(tt[2] or '0') + bytes > tonumber(ARGV[8]) then return {6, 'total_bytes'} end
+  if tonumber(tt[1] or '0') + 1 > tonumber(ARGV[7]) then return {6, 'total'} end  -- kLimit
+  if tonumber(tt[2] or '0') + bytes > tonumber(ARGV[8]) then return {6, 'total_bytes'} end  -- kLimit
 end
 redis.call('ZADD', b, 0, ARGV[3])
 redis.call('ZADD', t, ARGV[5], string.sub(ARGV[3], 1, 8))
 if KEYS[3] then account(KEYS[3], KEYS[4], ARGV[10], 1, bytes, t) end
-return {0, 1}
+return {0, 1}  -- kOk
 )lua"), {}};
 }
 
 // KEYS B. ARGV stop (max - 1). Returns {0, ver8, id, message, at_ms, …} by version.
 Script buffer_read_script() {
   return {"buffer_read", entity_script(R"lua(
-local out = {0}
+local out = {0}  -- kOk
 for _, m in ipairs(redis.call('ZRANGE', KEYS[1], 0, ARGV[1])) do
   local ok, e = pcall(unpack_mp, string.sub(m, 9))
   if not ok or type(e) ~= 'table' or type(e[1]) ~= 'string' or type(e[2]) ~= 'string' then
-    return {-1, 'IDEMCORRUPT a member of this buffer is not an idem buffer entry'}
+    return {-1, 'IDEMCORRUPT a member of this buffer is not an idem buffer entry'}  -- kScriptError
   end
   out[#out + 1] = string.sub(m, 1, 8)
   out[#out + 1] = e[1]
@@ -168,29 +172,29 @@ return after_remove(unbuf(KEYS[1], KEYS[2], ARGV[1], ARGV[2], tonumber(ARGV[4]))
 Script buffer_key_info_script() {
   return {"buffer_key_info", entity_script(R"lua(
 local n = redis.call('ZCARD', KEYS[1])
-if n == 0 then return {0, 0} end
+if n == 0 then return {0, 0} end  -- kOk
 local first = redis.call('ZRANGE', KEYS[1], 0, 0)[1]
-return {0, n, string.sub(first, 1, 8), oldest(KEYS[2]) or 0}
+return {0, n, string.sub(first, 1, 8), oldest(KEYS[2]) or 0}  -- kOk
 )lua"), {}};
 }
 
 // Cluster only. KEYS totals, index. ARGV 1 count delta, 2 bytes delta, 3 total limit
 // ('' no check), 4 total_bytes limit, 5 entity key, 6 index update ('lt': add or
 // lower the score; 'xx': set the score of a present member; '' none), 7 score.
-// Returns {0} | {6, limit} (nothing changed).
+// Returns BufferCode: {0} kOk | {6, limit} kLimit (nothing changed).
 Script buffer_account_script() {
   return {"buffer_account", entity_script(R"lua(
 local dc, db = tonumber(ARGV[1]), tonumber(ARGV[2])
 if ARGV[3] ~= '' then
   local tt = redis.call('HMGET', KEYS[1], 'count', 'bytes')
-  if tonumber(tt[1] or '0') + dc > tonumber(ARGV[3]) then return {6, 'total'} end
-  if tonumber(tt[2] or '0') + db > tonumber(ARGV[4]) then return {6, 'total_bytes'} end
+  if tonumber(tt[1] or '0') + dc > tonumber(ARGV[3]) then return {6, 'total'} end  -- kLimit
+  if tonumber(tt[2] or '0') + db > tonumber(ARGV[4]) then return {6, 'total_bytes'} end  -- kLimit
 end
 if dc ~= 0 then redis.call('HINCRBY', KEYS[1], 'count', dc) end
 if db ~= 0 then redis.call('HINCRBY', KEYS[1], 'bytes', db) end
 if ARGV[6] == 'lt' then redis.call('ZADD', KEYS[2], 'LT', ARGV[7], ARGV[5])
 elseif ARGV[6] == 'xx' then redis.call('ZADD', KEYS[2], 'XX', ARGV[7], ARGV[5]) end
-return {0}
+return {0}  -- kOk
 )lua"), {}};
 }
 

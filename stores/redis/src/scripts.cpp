@@ -11,7 +11,8 @@
 //    with its own expiry, if the commit must be rejected: nobody can observe the
 //    difference, the script is atomic); when the old value starts with the owner's
 //    lease prefix it is accepted without decoding;
-//  - every script returns an array whose first element is a code; -1 carries an error
+//  - every script returns an array whose first element is a code (script_codes.hpp
+//    names each; the Lua text comments every number with its name); -1 carries an error
 //    message (a key of the wrong type, a value that is not an idem record), so that a
 //    bad key fails its own call only, also inside the combined and batch scripts.
 #include "scripts.hpp"
@@ -70,29 +71,30 @@ local function put(k, now, slack, value, until_ms)
   redis.call('SET', k, value, 'PX', math.max(until_ms - now, 1) + slack)
 end
 
--- {0, retries} granted | {1, dead, has_result, result} | {2, owner, lease_left} | {3}
+-- ClaimCode: {0, retries} kGranted | {1, dead, has_result, result} kCompleted |
+-- {2, owner, lease_left} kLeased | {3} kConflict
 local function claim(k, now, owner, lease, fp, slack)
   local l = now + lease
   local f = fp ~= '' and fp or false
   local set = redis.pcall('SET', k, enc('i', owner, l, 0, 0, f, false), 'NX', 'PX', lease + slack)
   if type(set) == 'table' then
-    if set.err then return {-1, set.err} end
-    return {0, 0}
+    if set.err then return {-1, set.err} end  -- kScriptError
+    return {0, 0}  -- kGranted
   end
   local r, err = load(k, now)
-  if err then return {-1, err} end
+  if err then return {-1, err} end  -- kScriptError
   if r and (r.leased or r.done) then
-    if r.f and f and r.f ~= f then return {3} end
-    if r.leased then return {2, r.o, r.l - now} end
-    return {1, r.s == 'x' and 1 or 0, r.res and 1 or 0, r.res or ''}
+    if r.f and f and r.f ~= f then return {3} end  -- kConflict
+    if r.leased then return {2, r.o, r.l - now} end  -- kLeased
+    return {1, r.s == 'x' and 1 or 0, r.res and 1 or 0, r.res or ''}  -- kCompleted
   end
   local n, e = 0, 0
   if r then n, e = r.n, r.e end
   put(k, now, slack, enc('i', owner, l, e, n, f, false), math.max(l, e))
-  return {0, n}
+  return {0, n}  -- kGranted
 end
 
--- {0} committed | {1} already completed | {2, owner} another owner holds the lease.
+-- CommitCode: {0} kCommitted | {1} kAlreadyCompleted | {2, owner} kLeasedByOther.
 -- value: the committed record (encoded by the client); prefix: the first bytes of an
 -- in-progress record of this owner (then the commit is accepted without decoding).
 -- commit_checked: the rest of a commit whose SET … GET returned `old`, a value that
@@ -101,20 +103,24 @@ local function commit_checked(k, now, owner, old, slack)
   local r, err = decode(old)
   if not r then
     redis.call('SET', k, old)  -- not ours: put it back as it was
-    return {-1, err}
+    return {-1, err}  -- kScriptError
   end
   local reject
   if live(r, now) then
-    if r.done then reject = {1} elseif r.leased and r.o ~= owner then reject = {2, r.o} end
+    if r.done then
+      reject = {1}  -- kAlreadyCompleted
+    elseif r.leased and r.o ~= owner then
+      reject = {2, r.o}  -- kLeasedByOther
+    end
   end
   if reject then put(k, now, slack, old, deadline(r)) end
-  return reject or {0}
+  return reject or {0}  -- kCommitted
 end
 
 local function commit(k, now, owner, value, prefix, px, slack)
   local old = redis.pcall('SET', k, value, 'PX', px, 'GET')
-  if type(old) == 'table' and old.err then return {-1, old.err} end
-  if not old or string.sub(old, 1, #prefix) == prefix then return {0} end
+  if type(old) == 'table' and old.err then return {-1, old.err} end  -- kScriptError
+  if not old or string.sub(old, 1, #prefix) == prefix then return {0} end  -- kCommitted
   return commit_checked(k, now, owner, old, slack)
 end
 )lua";
@@ -136,21 +142,21 @@ return claim(KEYS[1], tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), ARGV[4], to
 Script commit_script() {
   return {"commit", std::string(R"lua(
 local old = redis.pcall('SET', KEYS[1], ARGV[3], 'PX', ARGV[5], 'GET')
-if type(old) == 'table' and old.err then return {-1, old.err} end
-if not old or string.sub(old, 1, #ARGV[4]) == ARGV[4] then return {0} end
+if type(old) == 'table' and old.err then return {-1, old.err} end  -- kScriptError
+if not old or string.sub(old, 1, #ARGV[4]) == ARGV[4] then return {0} end  -- CommitCode::kCommitted
 )lua") + with_prelude(R"lua(
 return commit_checked(KEYS[1], tonumber(ARGV[1]), ARGV[2], old, tonumber(ARGV[6]))
 )lua"), {}};
 }
 
 // KEYS[1] record; ARGV now, owner, count_retry ('1'/'0'), retry_ttl_ms, slack_ms.
-// Returns {0, retries after the call}.
+// Returns {0, retries after the call}: no code but 0 and kScriptError.
 Script release_script() {
   return {"release", with_prelude(R"lua(
 local k, now, owner, count = KEYS[1], tonumber(ARGV[1]), ARGV[2], ARGV[3] == '1'
 local retry_ttl, slack = tonumber(ARGV[4]), tonumber(ARGV[5])
 local r, err = load(k, now)
-if err then return {-1, err} end
+if err then return {-1, err} end  -- kScriptError
 if not r then
   if not count then return {0, 0} end
   local e = now + retry_ttl
@@ -171,17 +177,17 @@ return {0, n}
 }
 
 // KEYS[1] record; ARGV now, owner, lease_ms, slack_ms.
-// Returns {0} extended | {1} not held by owner | {2} the lease expired.
+// Returns ExtendCode: {0} kExtended | {1} kNotHeld (not held by owner) | {2} kExpired.
 Script extend_script() {
   return {"extend", with_prelude(R"lua(
 local k, now, owner, lease, slack = KEYS[1], tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local r, err = load(k, now)
-if err then return {-1, err} end
-if not r or r.s ~= 'i' or r.o ~= owner then return {1} end
-if not r.leased then return {2} end
+if err then return {-1, err} end  -- kScriptError
+if not r or r.s ~= 'i' or r.o ~= owner then return {1} end  -- kNotHeld
+if not r.leased then return {2} end  -- kExpired
 local l = now + lease
 put(k, now, slack, enc('i', r.o, l, r.e, r.n, r.f or false, false), math.max(l, r.e))
-return {0}
+return {0}  -- kExtended
 )lua"), {}};
 }
 
@@ -202,9 +208,10 @@ return out
 
 // commit_many: the commits of one owner at one `now` with one ttl, the arguments they
 // share passed once. KEYS: the records; ARGV slack_ms, now, owner, prefix, px_ms, then
-// one value per key. Returns {codes, details…}: codes has one byte per key, '0'
-// committed, '1' already completed, '2' another owner holds the lease, 'e' an error;
-// details holds, in key order, the owner of each '2' and the message of each 'e'.
+// one value per key. Returns {codes, details…}: codes has one byte per key, the digit
+// of its CommitCode ('0' kCommitted, '1' kAlreadyCompleted, '2' kLeasedByOther) or
+// 'e' (kCommitManyError: kScriptError); details holds, in key order, the owner of each
+// '2' and the message of each 'e'.
 Script commit_many_script() {
   return {"commit_many", with_prelude(R"lua(
 local slack, now, owner, prefix, px = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], ARGV[4], ARGV[5]
@@ -213,21 +220,21 @@ for i = 1, #KEYS do
   local k = KEYS[i]
   local old = redis.pcall('SET', k, ARGV[5 + i], 'PX', px, 'GET')
   if type(old) == 'table' and old.err then
-    codes[i] = 'e'
+    codes[i] = 'e'  -- kCommitManyError
     out[#out + 1] = old.err
   elseif not old or string.sub(old, 1, np) == prefix then
-    codes[i] = '0'
+    codes[i] = '0'  -- kCommitted
   else
     local r = commit_checked(k, now, owner, old, slack)
-    if r[1] == 0 then
+    if r[1] == 0 then  -- kCommitted
       codes[i] = '0'
-    elseif r[1] == 1 then
+    elseif r[1] == 1 then  -- kAlreadyCompleted
       codes[i] = '1'
-    elseif r[1] == 2 then
+    elseif r[1] == 2 then  -- kLeasedByOther
       codes[i] = '2'
       out[#out + 1] = r[2]
     else
-      codes[i] = 'e'
+      codes[i] = 'e'  -- kCommitManyError
       out[#out + 1] = r[2]
     end
   end
@@ -237,16 +244,17 @@ return out
 )lua"), {}};
 }
 
-// KEYS[1] record. Read-only. Returns {0} no key | {1, s, o, l, e, n, f|nil, r|nil}
-// (stored fields, liveness not applied) | {-1, error}.
+// KEYS[1] record. Read-only. Returns InspectCode: {0} kAbsent (no key) |
+// {1, s, o, l, e, n, f|nil, r|nil} kFound (stored fields, liveness not applied) |
+// {-1, error}.
 Script inspect_script() {
   return {"inspect", with_prelude(R"lua(
 local v = redis.pcall('GET', KEYS[1])
-if type(v) == 'table' and v.err then return {-1, v.err} end
-if not v then return {0} end
+if type(v) == 'table' and v.err then return {-1, v.err} end  -- kScriptError
+if not v then return {0} end  -- kAbsent
 local r, err = decode(v)
-if not r then return {-1, err} end
-return {1, r.s, r.o, r.l, r.e, r.n, r.f, r.res}
+if not r then return {-1, err} end  -- kScriptError
+return {1, r.s, r.o, r.l, r.e, r.n, r.f, r.res}  -- kFound
 )lua"), {}};
 }
 

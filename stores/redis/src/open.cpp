@@ -1,9 +1,69 @@
-// redis://[user:password@]HOST:PORT[,HOST:PORT…][/DB]?… → Options.
+// Opening the Redis store: options, URI, connections and scripts.
 #include <charconv>
 
-#include "idem/redis_store.hpp"
+#include "cluster/cluster_executor.hpp"
+#include "redis_store_impl.hpp"
 
 namespace idem::redis {
+namespace detail {
+
+Status RedisStoreImpl::load_scripts() {
+  for (Script* s :
+       {&claim_, &commit_, &release_, &extend_, &inspect_, &claim_many_, &commit_many_, &claim_entity_, &commit_entity_,
+        &write_entity_, &buffer_put_, &buffer_read_, &buffer_remove_, &buffer_key_info_, &buffer_account_}) {
+    auto r = ex_->run_anywhere({"SCRIPT", "LOAD", s->body});
+    if (!r.ok()) return r.status();
+    if (r->is_error()) return error_status(r->str, "(SCRIPT LOAD)");
+    s->sha = r->str;
+  }
+  return ok_status();
+}
+
+Status validate(const Options& o) {
+  if (o.endpoints.empty()) return invalid_argument("redis: no server given");
+  for (const Endpoint& e : o.endpoints)
+    if (e.host.empty() || e.port == 0) return invalid_argument("redis: an endpoint needs a host and a port > 0");
+  if (o.prefix.find_first_of("{}") != std::string::npos)
+    return invalid_argument("redis: prefix \"" + o.prefix +
+                            "\" contains '{' or '}'; the store adds the hash tag itself");
+  if (o.db < 0) return invalid_argument("redis: db must be >= 0");
+  if (o.cluster && o.db != 0) return invalid_argument("redis: a cluster has only database 0");
+  if (!o.cluster && o.endpoints.size() > 1) return invalid_argument("redis: several servers given without cluster=1");
+  if (o.password.empty() && !o.user.empty()) return invalid_argument("redis: a user needs a password");
+  if (o.connect_timeout.count() <= 0 || o.command_timeout.count() <= 0)
+    return invalid_argument("redis: connect and command timeouts must be > 0");
+  if (o.wait_replicas < 0) return invalid_argument("redis: wait_replicas must be >= 0");
+  if (o.wait_replicas > 0 && o.wait_timeout.count() <= 0) return invalid_argument("redis: wait_timeout must be > 0");
+  if (o.reconnect_min.count() <= 0 || o.reconnect_max < o.reconnect_min)
+    return invalid_argument("redis: need 0 < reconnect_min <= reconnect_max");
+  if (o.cluster_retries < 0 || o.max_redirects < 0) return invalid_argument("redis: retry limits must be >= 0");
+  if (o.expiry_slack.count() < 0) return invalid_argument("redis: expiry_slack must be >= 0");
+  return ok_status();
+}
+
+}  // namespace detail
+
+StatusOr<std::shared_ptr<RedisStore>> open(const Options& options) {
+  if (Status s = detail::validate(options); !s.ok()) return s;
+  detail::ConnectOptions co;
+  co.connect_timeout = options.connect_timeout;
+  co.command_timeout = options.command_timeout;
+  co.user = options.user;
+  co.password = options.password;
+  co.db = options.db;
+  std::unique_ptr<detail::Executor> ex;
+  if (options.cluster) {
+    auto c = detail::make_cluster_executor(options, co);
+    if (!c.ok()) return c.status();
+    ex = std::move(c).value();
+  } else {
+    ex = detail::make_standalone_executor(options, co);
+  }
+  auto store = std::make_shared<detail::RedisStoreImpl>(options, std::move(ex));
+  if (Status s = store->load_scripts(); !s.ok()) return s;
+  return std::shared_ptr<RedisStore>(std::move(store));
+}
+
 namespace {
 
 StatusOr<Endpoint> parse_endpoint(std::string_view s) {
