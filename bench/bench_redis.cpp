@@ -103,7 +103,7 @@ idem::redis::Options options_of(const std::string& uri) {
   return *o;
 }
 
-std::shared_ptr<idem::redis::RedisStore> store_of(const idem::redis::Options& o) {
+std::shared_ptr<idem::Store> store_of(const idem::redis::Options& o) {
   auto s = idem::redis::open(o);
   if (!s.ok()) die(s.status().to_string());
   return std::move(s).value();
@@ -215,7 +215,7 @@ void raw_pipe(idem::redis::detail::Connection& c, const std::vector<std::string>
   }
 }
 
-void idem_naive(idem::redis::RedisStore& s, const std::vector<std::string>& ids) {
+void idem_naive(idem::Store& s, const std::vector<std::string>& ids) {
   const idem::TimePoint now = std::chrono::system_clock::now();
   for (const auto& id : ids) {
     expect_new(s.claim({id, "bench", kLease, std::nullopt, now}));
@@ -223,7 +223,7 @@ void idem_naive(idem::redis::RedisStore& s, const std::vector<std::string>& ids)
   }
 }
 
-void idem_overlap(idem::redis::RedisStore& s, const std::vector<std::string>& ids) {
+void idem_overlap(idem::Store& s, const std::vector<std::string>& ids) {
   const idem::TimePoint now = std::chrono::system_clock::now();
   expect_new(s.claim({ids.front(), "bench", kLease, std::nullopt, now}));
   for (std::size_t i = 0; i + 1 < ids.size(); ++i) {
@@ -235,7 +235,7 @@ void idem_overlap(idem::redis::RedisStore& s, const std::vector<std::string>& id
   expect_ok(s.commit(commit_of(ids.back(), now)));
 }
 
-void idem_batch(idem::redis::RedisStore& s, const std::vector<std::string>& ids, std::size_t batch) {
+void idem_batch(idem::Store& s, const std::vector<std::string>& ids, std::size_t batch) {
   const idem::TimePoint now = std::chrono::system_clock::now();
   std::vector<ClaimRequest> claims;
   std::vector<CommitRequest> commits;

@@ -324,7 +324,7 @@ int main(int argc, char** argv) {
   add("bloom_store", "the same Bloom store alone: claim + commit per message, no consumer",
       [&] { return run_store_direct(*must(idem::bloom::open(bo), "bloom"), s); });
   add("memory", "idem memory:, process per message (the pipeline with an exact store)",
-      [&] { return run_consumer(must(idem::open_memory_store(), "memory"), s, 1); });
+      [&] { return run_consumer(must(idem::memory::open(), "memory"), s, 1); });
 
   // The front filter: opened on an empty database, so it vouches from the start.
   for (std::size_t b : {std::size_t{1}, batch}) {

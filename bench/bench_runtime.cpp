@@ -74,9 +74,9 @@ void spin(std::chrono::microseconds d) {
 
 ConsumerOptions memory_options() {
   ConsumerOptions o;
-  MemoryStoreOptions mo;
+  memory::Options mo;
   mo.max_records = 4'000'000;
-  o.store = open_memory_store(mo).value();
+  o.store = memory::open(mo).value();
   o.latency_metrics = false;
   return o;
 }

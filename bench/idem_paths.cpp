@@ -65,18 +65,18 @@ PathResult run_consumer(std::shared_ptr<Store> store, const Stream& s, Feed feed
 }
 
 PathResult run_memory(const Stream& s, Feed feed) {
-  MemoryStoreOptions mo;
+  memory::Options mo;
   mo.max_records = std::max(mo.max_records, s.messages.size());
-  auto store = open_memory_store(mo);
-  if (!store.ok()) die("open_memory_store", store.status());
+  auto store = memory::open(mo);
+  if (!store.ok()) die("memory::open", store.status());
   return run_consumer(std::move(store).value(), s, feed);
 }
 
 PathResult run_memory_store_direct(const Stream& s) {
-  MemoryStoreOptions mo;
+  memory::Options mo;
   mo.max_records = std::max(mo.max_records, s.messages.size());
-  auto opened = open_memory_store(mo);
-  if (!opened.ok()) die("open_memory_store", opened.status());
+  auto opened = memory::open(mo);
+  if (!opened.ok()) die("memory::open", opened.status());
   std::shared_ptr<Store> store = std::move(opened).value();
   const std::string owner = "bench-owner";
   const Duration lease{30'000};

@@ -23,7 +23,7 @@ struct Feed {
 // by reason (processed, duplicate, anything else).
 PathResult run_consumer(std::shared_ptr<Store> store, const Stream& s, Feed feed);
 
-// The memory store (idem::open_memory_store), sized to hold every id of the stream.
+// The memory store (idem::memory::open), sized to hold every id of the stream.
 PathResult run_memory(const Stream& s, Feed feed);
 
 // The memory store called directly (claim, then commit when granted), one clock read

@@ -20,19 +20,6 @@
 namespace idem {
 namespace {
 
-StatusOr<std::shared_ptr<Store>> open_memory(const StoreUri& u) {
-  if (Status s = u.check_params({"max_records", "shards"}); !s.ok()) return s;
-  if (!u.body.empty()) return invalid_argument("memory: takes no path, got \"" + u.body + "\"");
-  MemoryStoreOptions o;
-  auto max = u.param_uint("max_records", o.max_records);
-  auto shards = u.param_uint("shards", o.shards);
-  if (!max.ok()) return max.status();
-  if (!shards.ok()) return shards.status();
-  o.max_records = *max;
-  o.shards = *shards;
-  return open_memory_store(o);
-}
-
 StatusOr<std::shared_ptr<Store>> open_parsed(const StoreUri& u, std::string& known);
 
 #ifdef IDEM_WITH_BLOOM
@@ -50,7 +37,7 @@ StatusOr<std::shared_ptr<Store>> open_bloom_front(const StoreUri& u, std::string
   }
   bloom::Options fo;
   fo.window = Duration(7LL * 24 * 3600 * 1000);  // front: a slice is window / generations; default 7 days
-  fo.fp = 0.01;  // front: a false positive costs one read, never a message; default 1%
+  fo.fp = 0.01;                                  // front: a false positive costs one read, never a message; default 1%
   if (Status s = bloom::parse_filter_params(filter_uri, fo); !s.ok()) return s;
   if (durable_uri.scheme.rfind("bloom", 0) == 0)
     return invalid_argument("bloom+: the durable store cannot be a bloom store");
@@ -78,7 +65,7 @@ StatusOr<std::shared_ptr<Store>> open_bloom_front(const StoreUri& u, std::string
 
 StatusOr<std::shared_ptr<Store>> open_parsed(const StoreUri& u, std::string& known) {
   known = "memory:";
-  if (u.scheme == "memory") return open_memory(u);
+  if (u.scheme == "memory") return memory::open(u);
 #ifdef IDEM_WITH_SQLITE
   known += ", sqlite:PATH";
   if (u.scheme == "sqlite") return sqlite::open(u);

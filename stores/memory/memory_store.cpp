@@ -287,7 +287,7 @@ class Shard {
 
 class MemoryStore final : public Store {
  public:
-  explicit MemoryStore(const MemoryStoreOptions& o) : entities_(o.shards) {
+  explicit MemoryStore(const memory::Options& o) : entities_(o.shards) {
     const std::size_t per = (o.max_records + o.shards - 1) / o.shards;
     shards_.reserve(o.shards);
     for (std::size_t i = 0; i < o.shards; ++i) shards_.push_back(std::make_unique<Shard>(per));
@@ -373,11 +373,29 @@ class MemoryStore final : public Store {
 
 }  // namespace
 
-StatusOr<std::shared_ptr<Store>> open_memory_store(MemoryStoreOptions options) {
+namespace memory {
+
+StatusOr<std::shared_ptr<Store>> open(const Options& options) {
   if (options.max_records == 0) return invalid_argument("memory store: max_records must be > 0");
   if (options.shards == 0) return invalid_argument("memory store: shards must be > 0");
-  if (options.shards > options.max_records) options.shards = options.max_records;
-  return std::shared_ptr<Store>(std::make_shared<MemoryStore>(options));
+  Options o = options;
+  if (o.shards > o.max_records) o.shards = o.max_records;
+  return std::shared_ptr<Store>(std::make_shared<MemoryStore>(o));
 }
 
+StatusOr<std::shared_ptr<Store>> open(const StoreUri& u) {
+  if (u.scheme != "memory") return invalid_argument("memory URI: scheme must be memory:, got \"" + u.scheme + ":\"");
+  if (Status s = u.check_params({"max_records", "shards"}); !s.ok()) return s;
+  if (!u.body.empty()) return invalid_argument("memory: takes no path, got \"" + u.body + "\"");
+  Options o;
+  auto max = u.param_uint("max_records", o.max_records);
+  auto shards = u.param_uint("shards", o.shards);
+  if (!max.ok()) return max.status();
+  if (!shards.ok()) return shards.status();
+  o.max_records = *max;
+  o.shards = *shards;
+  return open(o);
+}
+
+}  // namespace memory
 }  // namespace idem

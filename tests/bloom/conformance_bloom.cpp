@@ -77,7 +77,7 @@ class FrontMemoryLocation final : public StoreLocation {
  public:
   explicit FrontMemoryLocation(bool combined) : combined_(combined) {}
   StatusOr<std::shared_ptr<Store>> open(FaultHook) override {
-    auto durable = open_memory_store();
+    auto durable = memory::open();
     if (!durable.ok()) return durable.status();
     Store* raw = durable->get();
     if (combined_) *durable = std::make_shared<CombinedMemory>(*durable);

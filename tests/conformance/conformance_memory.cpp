@@ -8,14 +8,14 @@ namespace {
 // Memory keeps nothing between handles: each open() is a new, empty store.
 class MemoryLocation final : public StoreLocation {
  public:
-  explicit MemoryLocation(MemoryStoreOptions o) : options_(o) {}
-  StatusOr<std::shared_ptr<Store>> open(FaultHook) override { return open_memory_store(options_); }
+  explicit MemoryLocation(memory::Options o) : options_(o) {}
+  StatusOr<std::shared_ptr<Store>> open(FaultHook) override { return memory::open(options_); }
 
  private:
-  MemoryStoreOptions options_;
+  memory::Options options_;
 };
 
-StoreFactory memory_factory(std::string name, MemoryStoreOptions o) {
+StoreFactory memory_factory(std::string name, memory::Options o) {
   StoreFactory f;
   f.name = std::move(name);
   f.capabilities.durable = false;

@@ -51,26 +51,26 @@ class RedisBadInput : public WithRedisServer {
 };
 
 TEST_F(RedisBadInput, AKeyOfTheWrongTypeIsDataLossForThatIdOnly) {
-  ASSERT_TRUE(server_->command({"HSET", store_->key_of("hash"), "field", "value"}).ok());
+  ASSERT_TRUE(server_->command({"HSET", key_of(*store_, "hash"), "field", "value"}).ok());
   expect_every_call_fails("hash", StatusCode::kDataLoss, "wrong type");
-  auto still = server_->command({"HGET", store_->key_of("hash"), "field"});
+  auto still = server_->command({"HGET", key_of(*store_, "hash"), "field"});
   EXPECT_EQ(still->str, "value") << "the foreign value is left alone";
 }
 
 TEST_F(RedisBadInput, AForeignStringOrAnUnknownStateIsDataLossAndIsLeftAsItWas) {
-  ASSERT_TRUE(server_->command({"SET", store_->key_of("str"), "not a record"}).ok());
+  ASSERT_TRUE(server_->command({"SET", key_of(*store_, "str"), "not a record"}).ok());
   expect_every_call_fails("str", StatusCode::kDataLoss, "not an idem record");
-  auto still = server_->command({"GET", store_->key_of("str")});
+  auto still = server_->command({"GET", key_of(*store_, "str")});
   EXPECT_EQ(still->str, "not a record") << "a commit that found a foreign value put it back";
   ASSERT_TRUE(server_
                   ->command({"EVAL", "return redis.call('SET', KEYS[1], cmsgpack.pack({'z', '', 0, 1e15, 0}))", "1",
-                             store_->key_of("state")})
+                             key_of(*store_, "state")})
                   .ok());
   expect_every_call_fails("state", StatusCode::kDataLoss, "unknown record state");
 }
 
 TEST_F(RedisBadInput, CommitThenClaimWithOneBadKeyAnswersTheOtherCall) {
-  ASSERT_TRUE(server_->command({"SET", store_->key_of("bad"), "x"}).ok());
+  ASSERT_TRUE(server_->command({"SET", key_of(*store_, "bad"), "x"}).ok());
   ASSERT_EQ(store_->claim(claim("good", "A"))->status, ClaimStatus::kNew);
   auto r = store_->commit_then_claim(commit("good", "A"), claim("bad", "A"));
   EXPECT_TRUE(r.commit.ok()) << r.commit.to_string();

@@ -51,7 +51,7 @@ TEST(RedisClusterFailover, MasterKilledMidRunReplicaPromotedNoCrashNoLostMessage
   constexpr int kIds = 600;
   std::deque<Msg> queue;
   for (int i = 0; i < kIds; ++i) queue.push_back({"fo-" + std::to_string(i)});
-  const int victim_slot = redis::detail::key_slot(store->key_of("fo-0"));
+  const int victim_slot = redis::detail::key_slot(key_of(*store, "fo-0"));
   RedisServer* victim = (*cluster)->master_of(victim_slot);
   ASSERT_NE(victim, nullptr);
 

@@ -51,7 +51,9 @@ TEST(RedisCluster, SlotMigrationDuringARunIsFollowedThroughAskAndMoved) {
   auto store = open_or_die(o);  // reads the slot map before the migration
   ASSERT_NE(store, nullptr);
   const TimePoint t0 = ManualClock().now();
-  auto claim = [&](const std::string& id) { return ClaimRequest{id, "A", Duration(10'000), std::nullopt, t0, std::nullopt}; };
+  auto claim = [&](const std::string& id) {
+    return ClaimRequest{id, "A", Duration(10'000), std::nullopt, t0, std::nullopt};
+  };
   auto commit = [&](const std::string& id) {
     CommitRequest c;
     c.id = id;
@@ -86,10 +88,10 @@ TEST(RedisCluster, SlotMigrationDuringARunIsFollowedThroughAskAndMoved) {
   ASSERT_TRUE(dst->command({"CLUSTER", "SETSLOT", slot_s, "IMPORTING", src_id}).ok());
   ASSERT_TRUE(src->command({"CLUSTER", "SETSLOT", slot_s, "MIGRATING", dst_id}).ok());
   std::vector<std::string> migrate = {"MIGRATE", "127.0.0.1", std::to_string(dst->port()), "", "0", "5000", "KEYS"};
-  for (int i = 0; i < 10; ++i) migrate.push_back(store->key_of(ids[i]));
+  for (int i = 0; i < 10; ++i) migrate.push_back(key_of(*store, ids[i]));
   auto moved = src->command(migrate);
   ASSERT_TRUE(moved.ok() && !moved->is_error()) << (moved.ok() ? moved->str : moved.status().to_string());
-  EXPECT_EQ(error_word(src->command({"HGET", store->key_of(ids[0]), "s"})), "ASK") << "the source redirects";
+  EXPECT_EQ(error_word(src->command({"HGET", key_of(*store, ids[0]), "s"})), "ASK") << "the source redirects";
 
   std::vector<ClaimRequest> batch;
   for (int i = 0; i < 40; ++i) batch.push_back(claim(ids[i]));
@@ -123,7 +125,7 @@ TEST(RedisCluster, SlotMigrationDuringARunIsFollowedThroughAskAndMoved) {
       ASSERT_TRUE(node->command({"CLUSTER", "SETSLOT", slot_s, "NODE", dst_id}).ok());
     }
   }
-  EXPECT_EQ(error_word(src->command({"HGET", store->key_of(ids[0]), "s"})), "MOVED") << "the source redirects";
+  EXPECT_EQ(error_word(src->command({"HGET", key_of(*store, ids[0]), "s"})), "MOVED") << "the source redirects";
 
   // The store still has the old map: MOVED → refresh → retry.
   batch.clear();
@@ -145,7 +147,7 @@ TEST(RedisCluster, CommitThenClaimAcrossSlotsAndInOneSlot) {
   auto store = open_or_die(options_for(cluster_uri()));
   const TimePoint t0 = ManualClock().now();
   // "a" and "b" hash to different slots (on different masters, as it happens).
-  ASSERT_NE(key_slot(store->key_of("a")), key_slot(store->key_of("b")));
+  ASSERT_NE(key_slot(key_of(*store, "a")), key_slot(key_of(*store, "b")));
   ASSERT_EQ(store->claim({"a", "A", Duration(1000), std::nullopt, t0, std::nullopt})->status, ClaimStatus::kNew);
   CommitRequest c;
   c.id = "a";

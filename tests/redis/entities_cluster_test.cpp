@@ -66,7 +66,7 @@ class RedisClusterEntities : public ::testing::Test {
   ManualClock clock_;
   RedisCluster* cluster_ = nullptr;
   redis::Options options_;
-  std::shared_ptr<redis::RedisStore> store_;
+  std::shared_ptr<Store> store_;
 };
 
 TEST_F(RedisClusterEntities, InOrderMessagesOfAKeyCommitInItsSlot) {
@@ -89,7 +89,7 @@ TEST_F(RedisClusterEntities, InOrderMessagesOfAKeyCommitInItsSlot) {
     EXPECT_EQ(dup->status, ClaimStatus::kCompleted);
     EXPECT_EQ(dup->result, std::optional<std::string>(id));
   }
-  auto info = store_->inspect_with_entity("m2", key, t0);
+  auto info = redis::inspect_with_entity(*store_, "m2", key, t0);
   ASSERT_TRUE(info.ok());
   ASSERT_TRUE(info->has_value());
   EXPECT_EQ((*info)->state, RecordState::kCompleted);
@@ -97,9 +97,9 @@ TEST_F(RedisClusterEntities, InOrderMessagesOfAKeyCommitInItsSlot) {
   const auto ks = redis::detail::entity_keys(options_.prefix, key);
   const int slot = key_slot(ks.record);
   EXPECT_TRUE(on_its_master(ks.record));
-  EXPECT_EQ(key_slot(store_->key_of("m1", key)), slot);
-  EXPECT_TRUE(on_its_master(store_->key_of("m1", key)));
-  EXPECT_FALSE(on_its_master(store_->key_of("m1"))) << "no record at the id's own key";
+  EXPECT_EQ(key_slot(key_of(*store_, "m1", key)), slot);
+  EXPECT_TRUE(on_its_master(key_of(*store_, "m1", key)));
+  EXPECT_FALSE(on_its_master(key_of(*store_, "m1"))) << "no record at the id's own key";
   auto b = store_->buffer_read(key, 10);
   ASSERT_TRUE(b.ok());
   EXPECT_TRUE(b->empty());
@@ -176,8 +176,7 @@ TEST_F(RedisClusterEntities, TotalLimitHoldsSequentiallyAndPerKeyLimitUnderRaces
     threads.emplace_back([&, t] {
       sync.arrive_and_wait();
       for (int i = 0; i < 4; ++i) {
-        if (store_->buffer_put(put("hot", static_cast<std::uint64_t>(t * 10 + i + 1), "m", t0, per_key)).ok())
-          ++stored;
+        if (store_->buffer_put(put("hot", static_cast<std::uint64_t>(t * 10 + i + 1), "m", t0, per_key)).ok()) ++stored;
       }
     });
   }

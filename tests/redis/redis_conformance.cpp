@@ -24,9 +24,7 @@ class PrefixLocation final : public conformance::StoreLocation {
     auto o = redis::parse_uri(*u);
     if (!o.ok()) return o.status();
     o->prefix = prefix_;
-    auto s = redis::open(*o);
-    if (!s.ok()) return s.status();
-    return std::shared_ptr<Store>(std::move(s).value());
+    return redis::open(*o);
   }
 
  private:
@@ -50,13 +48,11 @@ conformance::StoreFactory redis_factory(std::string name, std::function<std::str
       "at which a failure could leave part of it applied";
   f.new_location = [uri] { return std::make_unique<PrefixLocation>(uri); };
   // On a cluster, the record of an id claimed with an entity key lives in the
-  // entity's slot (RedisStore::key_of(id, entity_key)).
+  // entity's slot (redis::key_of(store, id, entity_key)).
   f.inspect = [](Store& s, std::string_view id, std::optional<std::string_view> entity_key,
                  TimePoint now) -> StatusOr<std::optional<RecordInfo>> {
     if (!entity_key) return s.inspect(id, now);
-    auto* r = dynamic_cast<redis::RedisStore*>(&s);
-    if (r == nullptr) return internal_error("redis factory: the store is not a RedisStore");
-    return r->inspect_with_entity(id, *entity_key, now);
+    return redis::inspect_with_entity(s, id, *entity_key, now);
   };
   return f;
 }

@@ -175,12 +175,12 @@ TEST_F(RedisStandalone, CommitThenClaimAnswersLikeTheTwoCallsInOneRoundTrip) {
 
 TEST_F(RedisStandalone, KeyLayoutIsPrefixTagAndServerExpiryIsASafetyNet) {
   const TimePoint t0 = clock_.now();
-  EXPECT_EQ(store_->key_of("abc"), options_.prefix + "{abc}");
+  EXPECT_EQ(key_of(*store_, "abc"), options_.prefix + "{abc}");
   ASSERT_EQ(store_->claim(claim("abc", "A", t0))->status, ClaimStatus::kNew);
-  auto type = server_->command({"TYPE", store_->key_of("abc")});
+  auto type = server_->command({"TYPE", key_of(*store_, "abc")});
   ASSERT_TRUE(type.ok());
   EXPECT_EQ(type->str, "string") << "one MessagePack value per id";
-  auto pttl = server_->command({"PTTL", store_->key_of("abc")});
+  auto pttl = server_->command({"PTTL", key_of(*store_, "abc")});
   ASSERT_TRUE(pttl.ok());
   EXPECT_GT(pttl->integer, options_.expiry_slack.count());
   EXPECT_LE(pttl->integer, lease_.count() + options_.expiry_slack.count());
@@ -196,7 +196,7 @@ TEST_F(RedisStandalone, KeyLayoutIsPrefixTagAndServerExpiryIsASafetyNet) {
 
   // Commit: the server keeps the key for ttl + slack.
   ASSERT_TRUE(store_->commit(commit("abc", "B", t0 + lease_ + 1ms)).ok());
-  pttl = server_->command({"PTTL", store_->key_of("abc")});
+  pttl = server_->command({"PTTL", key_of(*store_, "abc")});
   EXPECT_GT(pttl->integer, ttl_.count());
   EXPECT_LE(pttl->integer, ttl_.count() + options_.expiry_slack.count());
   // Keys of other prefixes are separate stores.
@@ -217,10 +217,10 @@ TEST_F(RedisStandalone, DatabasesAreSeparate) {
   EXPECT_EQ(s2->claim(claim("x", "B", t0))->status, ClaimStatus::kNew);
   EXPECT_EQ(s1->claim(claim("x", "B", t0))->status, ClaimStatus::kInProgress);
   auto in_db1 = server_->command(
-      {"EVAL", "redis.call('SELECT', '1') return redis.call('EXISTS', KEYS[1])", "1", s1->key_of("x")});
+      {"EVAL", "redis.call('SELECT', '1') return redis.call('EXISTS', KEYS[1])", "1", key_of(*s1, "x")});
   ASSERT_TRUE(in_db1.ok());
   EXPECT_EQ(in_db1->integer, 1);
-  auto in_db0 = server_->command({"EXISTS", s1->key_of("x")});
+  auto in_db0 = server_->command({"EXISTS", key_of(*s1, "x")});
   EXPECT_EQ(in_db0->integer, 0);
 }
 
@@ -244,8 +244,8 @@ TEST_F(RedisStandalone, WaitForReplicasIsOptIn) {
   auto s = open_or_die(one);
   ASSERT_EQ(s->claim(claim("w", "A", t0))->status, ClaimStatus::kNew);
   EXPECT_TRUE(s->commit(commit("w", "A", t0)).ok());
-  auto on_replica = (*replica)->command({"GET", s->key_of("w")});
-  auto on_master = server_->command({"GET", s->key_of("w")});
+  auto on_replica = (*replica)->command({"GET", key_of(*s, "w")});
+  auto on_master = server_->command({"GET", key_of(*s, "w")});
   ASSERT_TRUE(on_replica.ok() && on_master.ok());
   EXPECT_EQ(on_replica->str, on_master->str) << "WAIT returned only after the replica had the commit";
 

@@ -49,7 +49,7 @@ Extractors<Msg> extractors() {
 
 ConsumerOptions consumer_options() {
   ConsumerOptions o;
-  o.store = open_memory_store().value();
+  o.store = memory::open().value();
   o.backoff.initial = Duration(1);
   o.backoff.max = Duration(1);
   return o;

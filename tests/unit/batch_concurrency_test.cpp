@@ -59,7 +59,7 @@ TEST_P(BatchTest, BatchDecidesAsSequentialProcess) {
 
   // Two consumers, two stores, two clocks moving in step.
   auto seq_clock = std::make_shared<ManualClock>(clock_->now());
-  auto seq_store = open_memory_store().value();
+  auto seq_store = memory::open().value();
   ConsumerOptions so = options();
   so.clock = seq_clock;
   so.store = seq_store;
@@ -149,7 +149,7 @@ TEST_F(ConsumerTest, BatchLeaseStartsWhenEachHandlerStarts) {
 TEST_F(ConsumerTest, BatchUnderEveryGuaranteeKeepsInputOrderAndDedups) {
   for (Guarantee g : {Guarantee::kAtMostOnce, Guarantee::kManual, Guarantee::kAtLeastOnce}) {
     std::vector<std::string> order;
-    store_ = open_memory_store().value();
+    store_ = memory::open().value();
     auto c = make(options(g), [&](const Msg& m, HandlerContext& ctx) {
       order.push_back(*m.id);
       ctx.ack();

@@ -108,7 +108,7 @@ class ConsumerTest : public ::testing::Test {
   }
 
   std::shared_ptr<ManualClock> clock_ = std::make_shared<ManualClock>();
-  std::shared_ptr<Store> store_ = open_memory_store().value();
+  std::shared_ptr<Store> store_ = memory::open().value();
   LogCapture log_;
 };
 

@@ -325,7 +325,7 @@ TEST_F(ConsumerTest, ManualCallsUnderOtherGuaranteesAreIgnoredAndWarnedOnce) {
     LogCapture log;
     ConsumerOptions o = options(g);
     o.logger = log.logger();
-    if (o.store) o.store = open_memory_store().value();  // a fresh store per guarantee
+    if (o.store) o.store = memory::open().value();  // a fresh store per guarantee
     auto c = make(o, [&](const Msg& m, HandlerContext& ctx) {
       ctx.ack();
       ctx.nack(seconds(1));

@@ -20,12 +20,12 @@ CommitRequest commit(std::string_view id, TimePoint now, Duration ttl) {
 }
 
 TEST(MemoryStore, RejectsZeroLimits) {
-  EXPECT_EQ(open_memory_store({.max_records = 0, .shards = 1}).status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(open_memory_store({.max_records = 10, .shards = 0}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(memory::open({.max_records = 0, .shards = 1}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(memory::open({.max_records = 10, .shards = 0}).status().code(), StatusCode::kInvalidArgument);
 }
 
 TEST(MemoryStore, EvictsTheOldestWhenFull) {
-  auto store = open_memory_store({.max_records = 3, .shards = 1}).value();
+  auto store = memory::open({.max_records = 3, .shards = 1}).value();
   const TimePoint t0 = ManualClock().now();
   for (const char* id : {"a", "b", "c", "d"}) ASSERT_TRUE(store->commit(commit(id, t0, milliseconds(60'000))).ok());
   auto a = store->claim({"a", "B", milliseconds(1000), std::nullopt, t0, std::nullopt});
@@ -37,7 +37,7 @@ TEST(MemoryStore, EvictsTheOldestWhenFull) {
 }
 
 TEST(MemoryStore, ExpiredRecordsMakeRoomBeforeLiveOnesAreEvicted) {
-  auto store = open_memory_store({.max_records = 4, .shards = 1}).value();
+  auto store = memory::open({.max_records = 4, .shards = 1}).value();
   const TimePoint t0 = ManualClock().now();
   ASSERT_TRUE(store->commit(commit("live", t0, milliseconds(3'600'000))).ok());
   for (const char* id : {"x", "y", "z"}) ASSERT_TRUE(store->commit(commit(id, t0, milliseconds(1000))).ok());
@@ -51,7 +51,7 @@ TEST(MemoryStore, ExpiredRecordsMakeRoomBeforeLiveOnesAreEvicted) {
 }
 
 TEST(MemoryStore, ManyShortLivedRecordsBehindALiveOneStayBounded) {
-  auto store = open_memory_store({.max_records = 100, .shards = 1}).value();
+  auto store = memory::open({.max_records = 100, .shards = 1}).value();
   TimePoint t = ManualClock().now();
   ASSERT_TRUE(store->commit(commit("live", t, milliseconds(3'600'000'000))).ok());
   for (int i = 0; i < 100'000; ++i) {
@@ -67,17 +67,15 @@ TEST(MemoryStore, ManyShortLivedRecordsBehindALiveOneStayBounded) {
 }
 
 TEST(MemoryStore, EntityRecordsAndBufferAreNotEvictedByTheRecordBound) {
-  auto store = open_memory_store({.max_records = 2, .shards = 1}).value();
+  auto store = memory::open({.max_records = 2, .shards = 1}).value();
   const TimePoint t0 = ManualClock().now();
-  ASSERT_TRUE(store->write_entity({.key = "k", .expect_revision = 0, .version = 1, .state = {}, .unbuffer = {}})
-                  .ok());
-  ASSERT_TRUE(store->buffer_put({.key = "k", .version = 3, .id = "m3", .message = "x", .now = t0, .limits = {}})
-                  .ok());
+  ASSERT_TRUE(store->write_entity({.key = "k", .expect_revision = 0, .version = 1, .state = {}, .unbuffer = {}}).ok());
+  ASSERT_TRUE(store->buffer_put({.key = "k", .version = 3, .id = "m3", .message = "x", .now = t0, .limits = {}}).ok());
   for (int i = 0; i < 100; ++i) {
     const std::string id = "id-" + std::to_string(i);
     CommitRequest c = commit(id, t0, milliseconds(60'000));
-    c.entity = EntityWrite{.key = "k", .expect_revision = static_cast<std::uint64_t>(i + 1), .version = {},
-                           .state = {}, .unbuffer = {}};
+    c.entity = EntityWrite{
+        .key = "k", .expect_revision = static_cast<std::uint64_t>(i + 1), .version = {}, .state = {}, .unbuffer = {}};
     ASSERT_TRUE(store->commit(c).ok()) << i;
   }
   auto r = store->read_entity("k");
@@ -94,7 +92,7 @@ TEST(MemoryStore, EntityRecordsAndBufferAreNotEvictedByTheRecordBound) {
 }
 
 TEST(MemoryStore, EntityRequestsBreakingARequiresAreRefused) {
-  auto store = open_memory_store().value();
+  auto store = memory::open().value();
   const TimePoint t0 = ManualClock().now();
   auto code = [](const Status& s) { return s.code(); };
   EXPECT_EQ(store->read_entity("").status().code(), StatusCode::kInvalidArgument);
@@ -110,7 +108,8 @@ TEST(MemoryStore, EntityRequestsBreakingARequiresAreRefused) {
             StatusCode::kInvalidArgument);
   ClaimRequest q{"m", "A", milliseconds(1000), std::nullopt, t0, ""};
   EXPECT_EQ(store->claim(q).status().code(), StatusCode::kInvalidArgument);
-  ASSERT_EQ(store->claim({"m", "A", milliseconds(1000), std::nullopt, t0, std::nullopt}).value().status, ClaimStatus::kNew);
+  ASSERT_EQ(store->claim({"m", "A", milliseconds(1000), std::nullopt, t0, std::nullopt}).value().status,
+            ClaimStatus::kNew);
   CommitRequest c = commit("m", t0, milliseconds(1000));
   c.entity = EntityWrite{.key = "", .expect_revision = 0, .version = 1, .state = {}, .unbuffer = {}};
   EXPECT_EQ(store->commit(c).code(), StatusCode::kInvalidArgument);

@@ -15,7 +15,7 @@ class OrderingTest : public ::testing::Test {
  protected:
   ConsumerOptions options(Ordering mode) {
     ConsumerOptions o;
-    o.store = open_memory_store().value();
+    o.store = memory::open().value();
     o.clock = clock_;
     o.ordering.mode = mode;
     o.backoff.initial = Duration(100);

@@ -43,7 +43,7 @@ Status validate(const Options& o) {
 
 }  // namespace detail
 
-StatusOr<std::shared_ptr<RedisStore>> open(const Options& options) {
+StatusOr<std::shared_ptr<Store>> open(const Options& options) {
   if (Status s = detail::validate(options); !s.ok()) return s;
   detail::ConnectOptions co;
   co.connect_timeout = options.connect_timeout;
@@ -61,7 +61,7 @@ StatusOr<std::shared_ptr<RedisStore>> open(const Options& options) {
   }
   auto store = std::make_shared<detail::RedisStoreImpl>(options, std::move(ex));
   if (Status s = store->load_scripts(); !s.ok()) return s;
-  return std::shared_ptr<RedisStore>(std::move(store));
+  return std::shared_ptr<Store>(std::move(store));
 }
 
 namespace {
@@ -148,9 +148,7 @@ StatusOr<Options> parse_uri(const StoreUri& u) {
 StatusOr<std::shared_ptr<Store>> open(const StoreUri& uri) {
   auto o = parse_uri(uri);
   if (!o.ok()) return o.status();
-  auto s = open(*o);
-  if (!s.ok()) return s.status();
-  return std::shared_ptr<Store>(std::move(s).value());
+  return open(*o);
 }
 
 }  // namespace idem::redis

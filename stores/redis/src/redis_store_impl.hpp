@@ -51,7 +51,7 @@ StatusOr<bool> fresh_claim_answer(const StatusOr<Reply>& r, const std::string& k
 // Returns kInvalidArgument naming what is wrong with `o`.
 Status validate(const Options& o);
 
-class RedisStoreImpl final : public RedisStore {
+class RedisStoreImpl final : public Store {
  public:
   RedisStoreImpl(Options o, std::unique_ptr<Executor> ex) : o_(std::move(o)), ex_(std::move(ex)) {}
 
@@ -60,19 +60,24 @@ class RedisStoreImpl final : public RedisStore {
 
   // --- records (redis_store.cpp) ------------------------------------------------------
   StoreCapabilities capabilities() const override;
-  std::string key_of(std::string_view id) const override;
-  std::string key_of(std::string_view id, std::string_view entity_key) const override;
   StatusOr<ClaimResult> claim(const ClaimRequest& q) override;
   Status commit(const CommitRequest& q) override;
   StatusOr<std::uint32_t> release(const ReleaseRequest& q) override;
   Status extend(const ExtendRequest& q) override;
   StatusOr<std::optional<RecordInfo>> inspect(std::string_view id, TimePoint now) override;
-  StatusOr<std::optional<RecordInfo>> inspect_with_entity(std::string_view id, std::string_view entity_key,
-                                                          TimePoint now) override;
   std::vector<StatusOr<ClaimResult>> claim_batch(std::span<const ClaimRequest> requests) override;
   std::vector<Status> commit_batch(std::span<const CommitRequest> requests) override;
+  // One round trip: the commit script and a plain SET NX PX for the claim, pipelined
+  // (in this order on one connection when both keys are on one node). Only if the
+  // claimed id's key exists, a second round trip runs the claim script.
   CommitThenClaimResult commit_then_claim(const CommitRequest& c, const ClaimRequest& q) override;
   StatusOr<std::size_t> purge_expired(TimePoint, std::size_t) override;
+
+  // For the public key_of and inspect_with_entity (redis_store.hpp).
+  std::string key_of(std::string_view id) const;
+  std::string key_of(std::string_view id, std::string_view entity_key) const;
+  StatusOr<std::optional<RecordInfo>> inspect_with_entity(std::string_view id, std::string_view entity_key,
+                                                          TimePoint now);
 
   // --- entity records and the reorder buffer (entities.cpp) ---------------------------
   StatusOr<EntityRecord> read_entity(std::string_view key) override;

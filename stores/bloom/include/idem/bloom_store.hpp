@@ -72,7 +72,9 @@ struct Options {
 StatusOr<std::shared_ptr<Store>> open(const Options& options);
 
 // From a URI: bloom:[SNAPSHOT]?capacity=N&fp=F&window=W&generations=N, W a number
-// with a unit: ms, s, m, h or d (e.g. 24h); a bare number is ms.
+// with a unit: ms, s, m, h or d (e.g. 24h); a bare number is ms. Every parameter left
+// out keeps its Options default. Returns kInvalidArgument for an unknown parameter or
+// a bad value, and open()'s errors.
 StatusOr<std::shared_ptr<Store>> open(const StoreUri& uri);
 
 // Writes the snapshot now. Returns kFailedPrecondition without a snapshot_path,

@@ -3,13 +3,13 @@
 //
 // Entities (capabilities().entities): entity records and the reorder buffer of
 // entity.hpp. Every key of one entity shares the entity's hash tag; on a cluster the
-// record of an id claimed with an entity key does too (key_of(id, entity_key)), so a
-// commit with an entity write is one script in one slot. The caller then passes the
-// same entity key on every claim, release, extend and commit of the id (store.hpp).
-// Buffer totals and the index of buffered keys are global: on a standalone server they
-// change in the same script; on a cluster they live in another slot and change in a
-// second command, so total limits and buffer_summary's order are approximate there
-// (the per-key limit stays exact).
+// record of an id claimed with an entity key does too (key_of(store, id,
+// entity_key)), so a commit with an entity write is one script in one slot. The
+// caller then passes the same entity key on every claim, release, extend and commit
+// of the id (store.hpp). Buffer totals and the index of buffered keys are global: on
+// a standalone server they change in the same script; on a cluster they live in
+// another slot and change in a second command, so total limits and buffer_summary's
+// order are approximate there (the per-key limit stays exact).
 //
 // Atomicity: every state change is one atomic server-side step: a Lua script (commit,
 // release, extend, and claim of an id whose key exists) or, for the claim of an id
@@ -98,40 +98,36 @@ struct Options {
   int max_redirects = 5;  // MOVED/ASK redirections followed per command; default 5
 };
 
-// A pair of calls sent in one round trip: see RedisStore::commit_then_claim.
-using CommitThenClaimResult = idem::CommitThenClaimResult;
+// Connects (and authenticates, selects the database, loads the scripts, and for a
+// cluster reads the slot map). The store answers commit_then_claim in one round trip
+// (the commit script and the claim's SET NX sent together; a second round trip only
+// when the claimed id's key exists), so capabilities().combined_commit_claim is set.
+// Errors: kInvalidArgument naming the option that cannot be met (see Options), or a
+// wrong password or user; kUnavailable if no server (no seed node) is reachable
+// within connect_timeout / command_timeout; the server's refusal of SCRIPT LOAD as
+// error_status maps it (e.g. kResourceExhausted for OOM).
+StatusOr<std::shared_ptr<Store>> open(const Options& options);
 
-class RedisStore : public Store {
- public:
-  // Commits one message and claims the next in one round trip (the commit script and
-  // the claim's SET NX sent together; a second round trip only when q's key exists):
-  // the per-message path of a sequential consumer pays one round trip per message
-  // instead of two. The answers are those of commit(c) followed by claim(q).
-  // capabilities().combined_commit_claim is set: Consumer::process(m, next) uses it.
-  CommitThenClaimResult commit_then_claim(const CommitRequest& c, const ClaimRequest& q) override = 0;
+// --- for tools and tests ----------------------------------------------------------
+// Each takes a Store that open() returned and answers kInvalidArgument for any other.
 
-  // Returns the key that holds id's record (for tools and tests).
-  virtual std::string key_of(std::string_view id) const = 0;
-  // Returns the key that holds the record of an id claimed with entity_key (in the
-  // entity's slot; docs/stores.md). REQUIRES: entity_key non-empty.
-  virtual std::string key_of(std::string_view id, std::string_view entity_key) const = 0;
-  // inspect() of an id claimed with entity_key (whose record key_of(id, entity_key)
-  // holds).
-  virtual StatusOr<std::optional<RecordInfo>> inspect_with_entity(std::string_view id, std::string_view entity_key,
-                                                                  TimePoint now) = 0;
-};
-
-// Connects (and authenticates, selects, loads the scripts, and for a cluster reads
-// the slot map). Errors: kInvalidArgument (bad options, wrong password or user),
-// kUnavailable (no server reachable).
-StatusOr<std::shared_ptr<RedisStore>> open(const Options& options);
+// The key that holds id's record.
+StatusOr<std::string> key_of(const Store& store, std::string_view id);
+// The key that holds the record of an id claimed with entity_key (in the entity's
+// slot on a cluster; docs/stores.md). kInvalidArgument for an empty entity_key.
+StatusOr<std::string> key_of(const Store& store, std::string_view id, std::string_view entity_key);
+// Store::inspect of an id claimed with entity_key (whose record key_of(store, id,
+// entity_key) holds).
+StatusOr<std::optional<RecordInfo>> inspect_with_entity(Store& store, std::string_view id, std::string_view entity_key,
+                                                        TimePoint now);
 
 // From a URI:
 //   redis://[user:password@]HOST:PORT[,HOST:PORT…][/DB]?prefix=…&cluster=0|1
 //       &connect_timeout_ms=N&command_timeout_ms=N&wait_replicas=N&wait_timeout_ms=N
 //       &pool_max_idle=N&expiry_slack_ms=N
-// (user, password and prefix percent-encoded). Returns kInvalidArgument naming what
-// is wrong with the URI.
+// (user, password and prefix percent-encoded); every parameter left out keeps its
+// Options default. Returns kInvalidArgument naming what is wrong with the URI, and
+// open()'s errors.
 StatusOr<std::shared_ptr<Store>> open(const StoreUri& uri);
 
 // Parses a URI into Options without connecting.

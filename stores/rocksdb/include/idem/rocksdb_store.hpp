@@ -85,7 +85,9 @@ struct Options {
 StatusOr<std::shared_ptr<Store>> open(const Options& options);
 
 // From a URI: rocksdb:PATH?sync=true|false&block_cache_mib=N&bloom_bits=N&
-// write_buffer_mib=N&stripes=N&entity_cache=N&cf=NAME[,NAME…]
+// write_buffer_mib=N&stripes=N&entity_cache=N&cf=NAME[,NAME…]; every parameter left
+// out keeps its Options default. Returns kInvalidArgument for an unknown parameter or
+// a bad value, and open()'s errors.
 StatusOr<std::shared_ptr<Store>> open(const StoreUri& uri);
 
 // Writes the handler adds to the commit's WriteBatch in transactional mode. They land

@@ -86,7 +86,9 @@ struct Options {
 // as expired by claim and inspect: purging only reclaims space.
 StatusOr<std::shared_ptr<Store>> open(const Options& options);
 
-// From a URI: sqlite:PATH?leases=local|shared&busy_timeout_ms=N&synchronous=normal|full&cache_mib=N
+// From a URI: sqlite:PATH?leases=local|shared&busy_timeout_ms=N&synchronous=normal|full&cache_mib=N;
+// every parameter left out keeps its Options default. Returns kInvalidArgument for an
+// unknown parameter or a bad value, and open()'s errors.
 StatusOr<std::shared_ptr<Store>> open(const StoreUri& uri);
 
 // The connection of the open transaction in transactional mode: the handler writes
