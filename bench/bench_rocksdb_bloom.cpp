@@ -50,6 +50,7 @@
 
 #include "bench_util.hpp"
 #include "id_stream.hpp"
+#include "idem/bloom_rocksdb.hpp"
 #include "idem/bloom_store.hpp"
 #include "idem/consumer.hpp"
 #include "idem/memory_store.hpp"
@@ -330,24 +331,12 @@ int main(int argc, char** argv) {
   for (std::size_t b : {std::size_t{1}, batch}) {
     const std::string key = b == 1 ? "bloom_rocksdb" : "bloom_rocksdb_b";
     specs.push_back({key, "", [&, b, key] {
-                       auto durable = must(idem::rocksdb::open({.path = fresh()}), "rocksdb");
-                       idem::Store* raw = durable.get();
-                       idem::bloom::DurableHooks h;
-                       h.claim_absent = [raw](const idem::ClaimRequest& q) {
-                         return idem::rocksdb::claim_known_absent(*raw, q);
-                       };
-                       h.claim_absent_batch = [raw](std::span<const idem::ClaimRequest> qs) {
-                         return idem::rocksdb::claim_known_absent_batch(*raw, qs);
-                       };
-                       h.for_each_record = [raw](const std::function<void(std::string_view, idem::TimePoint)>& v) {
-                         return idem::rocksdb::for_each_record(*raw, v);
-                       };
-                       idem::bloom::Options fo;
-                       fo.capacity = s.unique;
-                       fo.fp = front_fp;
-                       fo.generations = front_generations;
-                       fo.window = idem::Duration(7LL * 24 * 3600 * 1000);
-                       auto front = must(idem::bloom::open_front(durable, fo, h), "bloom front");
+                       idem::bloom_rocksdb::Options o;
+                       o.durable.path = fresh();
+                       o.filter.capacity = s.unique;
+                       o.filter.fp = front_fp;
+                       o.filter.generations = front_generations;
+                       auto front = must(idem::bloom_rocksdb::open(o), "bloom+rocksdb");
                        const std::string what = "idem bloom+rocksdb: (fp " + std::to_string(front_fp).substr(0, 5) +
                                                 ", " + std::to_string(front_generations) + " generations), " +
                                                 (b == 1 ? "per message" : "process_batch of B");

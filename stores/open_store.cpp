@@ -1,6 +1,10 @@
 #include "idem/open_store.hpp"
 
+#include <functional>
+#include <span>
 #include <string>
+#include <string_view>
+#include <utility>
 
 #include "idem/memory_store.hpp"
 #include "idem/store_uri.hpp"
@@ -16,8 +20,42 @@
 #ifdef IDEM_WITH_BLOOM
 #include "idem/bloom_store.hpp"
 #endif
+#if defined(IDEM_WITH_BLOOM) && defined(IDEM_WITH_ROCKSDB)
+#include "idem/bloom_rocksdb.hpp"
+#endif
 
 namespace idem {
+
+#if defined(IDEM_WITH_BLOOM) && defined(IDEM_WITH_ROCKSDB)
+namespace bloom_rocksdb {
+
+StatusOr<std::shared_ptr<Store>> open_front(std::shared_ptr<Store> durable, const bloom::Options& filter) {
+  if (!durable) return invalid_argument("bloom_rocksdb: open_front: the durable store is null");
+  // The hooks capture the raw store: the front owns `durable`, so it outlives them.
+  Store* raw = durable.get();
+  bloom::DurableHooks hooks;
+  hooks.claim_absent = [raw](const ClaimRequest& q) { return rocksdb::claim_known_absent(*raw, q); };
+  hooks.claim_absent_batch = [raw](std::span<const ClaimRequest> qs) {
+    return rocksdb::claim_known_absent_batch(*raw, qs);
+  };
+  hooks.for_each_record = [raw](const std::function<void(std::string_view, TimePoint)>& visit) {
+    return rocksdb::for_each_record(*raw, visit);
+  };
+  hooks.begin_observed = [raw](TimePoint now, std::function<void(const CommitRequest&)> before) {
+    return rocksdb::begin_observed(*raw, now, std::move(before));
+  };
+  return bloom::open_front(std::move(durable), filter, std::move(hooks));
+}
+
+StatusOr<std::shared_ptr<Store>> open(const Options& options) {
+  auto durable = rocksdb::open(options.durable);
+  if (!durable.ok()) return durable.status();
+  return open_front(std::move(durable).value(), options.filter);
+}
+
+}  // namespace bloom_rocksdb
+#endif
+
 namespace {
 
 StatusOr<std::shared_ptr<Store>> open_parsed(const StoreUri& u, std::string& known);
@@ -35,31 +73,16 @@ StatusOr<std::shared_ptr<Store>> open_bloom_front(const StoreUri& u, std::string
     const bool filter_param = name == "capacity" || name == "fp" || name == "window" || name == "generations";
     (filter_param ? filter_uri : durable_uri).params.emplace_back(name, value);
   }
-  bloom::Options fo;
-  fo.window = Duration(7LL * 24 * 3600 * 1000);  // front: a slice is window / generations; default 7 days
-  fo.fp = 0.01;                                  // front: a false positive costs one read, never a message; default 1%
+  bloom::Options fo = bloom::front_options();
   if (Status s = bloom::parse_filter_params(filter_uri, fo); !s.ok()) return s;
   if (durable_uri.scheme.rfind("bloom", 0) == 0)
     return invalid_argument("bloom+: the durable store cannot be a bloom store");
   auto durable = open_parsed(durable_uri, known);
   if (!durable.ok()) return durable.status();
-  bloom::DurableHooks hooks;
 #ifdef IDEM_WITH_ROCKSDB
-  if (durable_uri.scheme == "rocksdb") {
-    Store* raw = durable->get();
-    hooks.claim_absent = [raw](const ClaimRequest& q) { return rocksdb::claim_known_absent(*raw, q); };
-    hooks.claim_absent_batch = [raw](std::span<const ClaimRequest> qs) {
-      return rocksdb::claim_known_absent_batch(*raw, qs);
-    };
-    hooks.for_each_record = [raw](const std::function<void(std::string_view, TimePoint)>& visit) {
-      return rocksdb::for_each_record(*raw, visit);
-    };
-    hooks.begin_observed = [raw](TimePoint now, std::function<void(const CommitRequest&)> before) {
-      return rocksdb::begin_observed(*raw, now, std::move(before));
-    };
-  }
+  if (durable_uri.scheme == "rocksdb") return bloom_rocksdb::open_front(std::move(durable).value(), fo);
 #endif
-  return bloom::open_front(*durable, fo, std::move(hooks));
+  return bloom::open_front(std::move(durable).value(), fo, {});
 }
 #endif
 

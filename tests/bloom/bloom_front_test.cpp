@@ -8,10 +8,9 @@
 #include <filesystem>
 #include <string>
 
-#include "bloom/front_wiring.hpp"
+#include "idem/bloom_rocksdb.hpp"
 #include "idem/idem.hpp"
 #include "idem/open_store.hpp"
-
 #include "support/temp_dir.hpp"
 
 namespace idem {
@@ -64,7 +63,8 @@ TEST(BloomFront, WarmsFromTheDurableStoreAndSkipsReadsForNewIds) {
 TEST(BloomFront, FalsePositivesGoToTheDurableStoreAndNeverDropAMessage) {
   TempDir dir{"front"};
   // A tiny, leaky filter: 1000 ids at 50%.
-  auto s = testing::open_bloom_rocksdb({.path = dir.sub("db")}, {.capacity = 1000, .fp = 0.5, .generations = 1});
+  auto s = bloom_rocksdb::open(
+      {.durable = {.path = dir.sub("db")}, .filter = {.capacity = 1000, .fp = 0.5, .generations = 1}});
   ASSERT_TRUE(s.ok()) << s.status().to_string();
   for (int i = 0; i < 1000; ++i)
     ASSERT_TRUE((*s)->commit({"c-" + std::to_string(i), "A", std::nullopt, kT0, kTtl, std::nullopt}).ok());
@@ -78,8 +78,9 @@ TEST(BloomFront, FalsePositivesGoToTheDurableStoreAndNeverDropAMessage) {
 
 TEST(BloomFront, OverloadedFilterStopsVouchingUntilDroppedRecordsExpire) {
   TempDir dir{"front"};
-  auto s = testing::open_bloom_rocksdb(
-      {.path = dir.sub("db")}, {.capacity = 1000, .fp = 0.01, .window = milliseconds(60'000), .generations = 1});
+  auto s =
+      bloom_rocksdb::open({.durable = {.path = dir.sub("db")},
+                           .filter = {.capacity = 1000, .fp = 0.01, .window = milliseconds(60'000), .generations = 1}});
   ASSERT_TRUE(s.ok());
   // 3000 commits into a filter sized for 1000 ids in 2 filters: early drops.
   for (int i = 0; i < 3000; ++i)
@@ -101,8 +102,8 @@ TEST(BloomFront, OverloadedFilterStopsVouchingUntilDroppedRecordsExpire) {
 
 TEST(BloomFront, TransactionalModeKeepsTheRocksdbBatchAndTeachesTheFilter) {
   TempDir dir{"front"};
-  auto s = testing::open_bloom_rocksdb({.path = dir.sub("db"), .user_column_families = {"orders"}},
-                                       {.capacity = 10'000, .fp = 0.001});
+  auto s = bloom_rocksdb::open({.durable = {.path = dir.sub("db"), .user_column_families = {"orders"}},
+                                .filter = {.capacity = 10'000, .fp = 0.001}});
   ASSERT_TRUE(s.ok());
   EXPECT_TRUE((*s)->capabilities().transactional);
   struct Msg {

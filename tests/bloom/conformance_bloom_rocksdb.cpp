@@ -8,8 +8,8 @@
 #include <filesystem>
 #include <string>
 
-#include "bloom/front_wiring.hpp"
 #include "conformance/store_conformance.hpp"
+#include "idem/bloom_rocksdb.hpp"
 
 namespace idem::conformance {
 namespace {
@@ -32,7 +32,7 @@ class FrontLocation final : public StoreLocation {
     rocksdb::Options o;
     o.path = dir_.string();
     o.fault_hook = std::move(hook);
-    return testing::open_bloom_rocksdb(o, filter_);
+    return bloom_rocksdb::open({.durable = o, .filter = filter_});
   }
 
  private:
@@ -46,7 +46,7 @@ StoreFactory front_factory(std::string name, bloom::Options filter) {
   f.capabilities.durable = true;
   f.capabilities.shared = false;
   f.capabilities.probabilistic = false;  // positives are confirmed by the durable store
-  f.capabilities.entities = true;  // rocksdb's, through the filter
+  f.capabilities.entities = true;        // rocksdb's, through the filter
   f.capabilities.fault_hook = true;      // rocksdb's, inside the durable commit
   f.new_location = [filter] { return std::make_unique<FrontLocation>(filter); };
   return f;

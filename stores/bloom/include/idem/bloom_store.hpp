@@ -102,7 +102,20 @@ struct DurableHooks {
       begin_observed;
 };
 
-// Puts a filter (options.snapshot_path must be empty) in front of `durable`.
+// The defaults of a front filter (open_front, bloom+X: URIs): Options{} but window
+// 7 days (so a generation is dropped 7 days / generations after its newest id) and fp
+// 0.01 (a false positive costs one read of the durable store, never a message).
+inline Options front_options() {
+  Options o;
+  o.window = Duration(7LL * 24 * 3600 * 1000);
+  o.fp = 0.01;
+  return o;
+}
+
+// Puts a filter in front of `durable` and warms it (hooks.for_each_record). Errors:
+// kInvalidArgument for a null durable store, a snapshot_path, or an option open()
+// refuses; the warming scan's errors. For a RocksDB store, bloom_rocksdb::open_front
+// (idem/bloom_rocksdb.hpp) passes every hook.
 StatusOr<std::shared_ptr<Store>> open_front(std::shared_ptr<Store> durable, const Options& options, DurableHooks hooks);
 
 struct Stats {
