@@ -3,7 +3,10 @@
 // run (ASK while the slot moves, MOVED after).
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "cluster/key_slot.hpp"
+#include "entity_layout.hpp"
 #include "redis_conformance.hpp"
 #include "support/redis_cluster.hpp"
 #include "test_util.hpp"
@@ -162,6 +165,56 @@ TEST(RedisCluster, CommitThenClaimAcrossSlotsAndInOneSlot) {
   auto same = store->commit_then_claim(c, {"b", "B", Duration(1000), std::nullopt, t0});
   EXPECT_TRUE(same.commit.ok());
   EXPECT_EQ(same.claim->status, ClaimStatus::kCompleted) << "one slot: one script, commit first";
+}
+
+// A URI that names one node of a cluster without cluster=1: open() asks the node
+// (INFO cluster) and talks Redis Cluster anyway, so ids on every master work.
+TEST(RedisCluster, ANodeNamedWithoutClusterParameterOpensAsACluster) {
+  RedisCluster* cluster = shared_cluster();
+  ASSERT_NE(cluster, nullptr);
+  const std::string uri = cluster->nodes().front()->uri();
+  ASSERT_EQ(uri.find("cluster=1"), std::string::npos) << uri;
+  redis::Options o = options_for(uri);
+  ASSERT_FALSE(o.cluster);
+  auto store = open_or_die(o);
+  ASSERT_NE(store, nullptr);
+  // On a cluster an id claimed with an entity key lives in the entity's slot.
+  EXPECT_EQ(key_of(*store, "id", "entity"), redis::detail::entity_id_key(o.prefix, "entity", "id"));
+  const TimePoint t0 = ManualClock().now();
+  std::set<RedisServer*> masters;
+  for (int i = 0; i < 60; ++i) {
+    const std::string id = "spread-" + std::to_string(i);
+    masters.insert(cluster->master_of(key_slot(key_of(*store, id))));
+    auto c = store->claim({id, "A", Duration(10'000), std::nullopt, t0, std::nullopt});
+    ASSERT_TRUE(c.ok()) << id << ": " << c.status().to_string();
+    EXPECT_EQ(c->status, ClaimStatus::kNew);
+    CommitRequest q;
+    q.id = id;
+    q.owner = "A";
+    q.now = t0;
+    q.ttl = Duration(60'000);
+    Status s = store->commit(q);
+    EXPECT_TRUE(s.ok()) << id << ": " << s.to_string();
+    EXPECT_EQ(store->claim({id, "B", Duration(10'000), std::nullopt, t0, std::nullopt})->status,
+              ClaimStatus::kCompleted);
+  }
+  EXPECT_EQ(masters.size(), 3u) << "the ids reach every master";
+  // A cluster node has only database 0: asking for another fails open, saying why.
+  redis::Options db1 = o;
+  db1.db = 1;
+  auto refused = redis::open(db1);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("is a Redis Cluster node"), std::string::npos)
+      << refused.status().to_string();
+  // The same through the URI entry point.
+  auto by_uri = open_store_uri(uri + (uri.find('?') == std::string::npos ? "?" : "&") + "prefix=" + o.prefix);
+  ASSERT_TRUE(by_uri.ok()) << by_uri.status().to_string();
+  for (int i = 0; i < 60; ++i) {
+    auto c = (*by_uri)->claim({"spread-" + std::to_string(i), "C", Duration(10'000), std::nullopt, t0, std::nullopt});
+    ASSERT_TRUE(c.ok()) << c.status().to_string();
+    EXPECT_EQ(c->status, ClaimStatus::kCompleted);
+  }
 }
 
 }  // namespace

@@ -41,6 +41,41 @@ Status validate(const Options& o) {
   return ok_status();
 }
 
+namespace {
+
+// True iff the server `probe` talks to runs in cluster mode (INFO cluster answers
+// cluster_enabled:1). A server that refuses INFO (e.g. an ACL without it) counts as
+// standalone, as before this question was asked.
+StatusOr<bool> is_cluster_node(Executor& probe) {
+  auto r = probe.run_anywhere({"INFO", "cluster"});
+  if (!r.ok()) return r.status();
+  if (r->is_error()) return false;
+  return r->str.find("cluster_enabled:1") != std::string::npos;
+}
+
+// The executor for `o`. Without o.cluster, the server is asked whether it is a
+// cluster node; if it is, o.cluster is set and the cluster executor is used, so a
+// URI that names one node of a cluster without cluster=1 works like one with it.
+StatusOr<std::unique_ptr<Executor>> connect(Options& o, const ConnectOptions& co) {
+  if (o.cluster) return make_cluster_executor(o, co);
+  ConnectOptions probe_co = co;
+  probe_co.db = 0;  // a cluster node refuses SELECT of any other database
+  std::unique_ptr<Executor> probe = make_standalone_executor(o, probe_co);
+  auto cluster = is_cluster_node(*probe);
+  if (!cluster.ok()) return cluster.status();
+  if (*cluster) {
+    const Endpoint& e = o.endpoints.front();
+    if (o.db != 0)
+      return invalid_argument("redis: " + e.host + ":" + std::to_string(e.port) +
+                              " is a Redis Cluster node, which has only database 0");
+    o.cluster = true;
+    return make_cluster_executor(o, co);
+  }
+  if (o.db == 0) return probe;
+  return make_standalone_executor(o, co);
+}
+
+}  // namespace
 }  // namespace detail
 
 StatusOr<std::shared_ptr<Store>> open(const Options& options) {
@@ -51,15 +86,10 @@ StatusOr<std::shared_ptr<Store>> open(const Options& options) {
   co.user = options.user;
   co.password = options.password;
   co.db = options.db;
-  std::unique_ptr<detail::Executor> ex;
-  if (options.cluster) {
-    auto c = detail::make_cluster_executor(options, co);
-    if (!c.ok()) return c.status();
-    ex = std::move(c).value();
-  } else {
-    ex = detail::make_standalone_executor(options, co);
-  }
-  auto store = std::make_shared<detail::RedisStoreImpl>(options, std::move(ex));
+  Options o = options;
+  auto ex = detail::connect(o, co);
+  if (!ex.ok()) return ex.status();
+  auto store = std::make_shared<detail::RedisStoreImpl>(std::move(o), std::move(ex).value());
   if (Status s = store->load_scripts(); !s.ok()) return s;
   return std::shared_ptr<Store>(std::move(store));
 }

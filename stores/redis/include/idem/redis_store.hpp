@@ -67,7 +67,10 @@ struct Options {
   // Standalone: the server. Cluster: seed nodes (any reachable one is enough).
   // REQUIRES: non-empty.
   std::vector<Endpoint> endpoints;
-  bool cluster = false;  // talk Redis Cluster (slot routing, redirections); default off
+  // Talk Redis Cluster (slot routing, redirections). Default off: open() then asks the
+  // one server given (INFO cluster) and talks Redis Cluster anyway if it is a cluster
+  // node, so one node's address is enough. Several endpoints need cluster = true.
+  bool cluster = false;
   std::string user;      // ACL user for AUTH; empty (default): password-only AUTH
   std::string password;  // empty (default): no AUTH
   int db = 0;            // SELECT this database (standalone only; cluster: must be 0)
@@ -99,13 +102,16 @@ struct Options {
 };
 
 // Connects (and authenticates, selects the database, loads the scripts, and for a
-// cluster reads the slot map). The store answers commit_then_claim in one round trip
-// (the commit script and the claim's SET NX sent together; a second round trip only
-// when the claimed id's key exists), so capabilities().combined_commit_claim is set.
-// Errors: kInvalidArgument naming the option that cannot be met (see Options), or a
-// wrong password or user; kUnavailable if no server (no seed node) is reachable
-// within connect_timeout / command_timeout; the server's refusal of SCRIPT LOAD as
-// error_status maps it (e.g. kResourceExhausted for OOM).
+// cluster reads the slot map). Without options.cluster it first asks the server
+// whether it is a Redis Cluster node (INFO cluster), and if so opens as with
+// options.cluster. The store answers commit_then_claim in one round trip (the commit
+// script and the claim's SET NX sent together; a second round trip only when the
+// claimed id's key exists), so capabilities().combined_commit_claim is set.
+// Errors: kInvalidArgument naming the option that cannot be met (see Options), a
+// wrong password or user, or a database other than 0 on a cluster node;
+// kUnavailable if no server (no seed node) is reachable within connect_timeout /
+// command_timeout; a refused SCRIPT LOAD as the server's error maps (e.g.
+// kResourceExhausted for OOM).
 StatusOr<std::shared_ptr<Store>> open(const Options& options);
 
 // --- for tools and tests ----------------------------------------------------------
