@@ -52,6 +52,19 @@ std::int64_t parse_i64(const Reply& a, std::size_t i) {
   return v;
 }
 
+// A granted claim with the entity record that the HMGET at `key` answered.
+StatusOr<ClaimResult> granted_with_entity(const StatusOr<Reply>& e, const std::string& key) {
+  if (!e.ok()) return e.status();
+  if (e->is_error()) return error_status(e->str, key);
+  if (e->type != Reply::Type::kArray || e->elements.size() != 3)
+    return internal_error("redis: unexpected HMGET answer");
+  auto rec = decode_entity(e->elements[0], e->elements[1], e->elements[2], key);
+  if (!rec.ok()) return rec.status();
+  ClaimResult c = ClaimResult::granted(0);
+  c.entity = std::move(rec).value();
+  return c;
+}
+
 }  // namespace
 
 // --- entity records and the reorder buffer ---------------------------------------
@@ -366,7 +379,7 @@ void RedisStoreImpl::commit_entities(std::span<const CommitRequest> requests, st
 // more of claim_entity scripts (which read the entity in the same step).
 void RedisStoreImpl::claim_entities(std::span<const ClaimRequest> requests, std::span<const std::size_t> at,
                                     std::vector<StatusOr<ClaimResult>>& out) {
-  std::vector<Command> cmds;
+  std::vector<Command> cmds;  // per request: SET NX PX, HMGET
   std::vector<std::size_t> where;
   std::unordered_set<std::string> seen;
   std::vector<std::size_t> scripted;
@@ -378,7 +391,7 @@ void RedisStoreImpl::claim_entities(std::span<const ClaimRequest> requests, std:
     }
     Command set = fresh_claim_cmd(q);
     if (!seen.insert(set.keys[0]).second) {
-      scripted.push_back(i);
+      scripted.push_back(i);  // a repeated id: the script decides, after the first
       continue;
     }
     const EntityKeys ks = entity_keys(o_.prefix, *q.entity_key);
@@ -393,30 +406,17 @@ void RedisStoreImpl::claim_entities(std::span<const ClaimRequest> requests, std:
       if (!granted.ok()) {
         out[where[k]] = granted.status();
       } else if (!*granted) {
-        scripted.push_back(where[k]);
+        scripted.push_back(where[k]);  // the key exists
       } else {
-        const StatusOr<Reply>& e = replies[2 * k + 1];
-        const std::string& rk = cmds[2 * k + 1].keys[0];
-        if (!e.ok()) {
-          out[where[k]] = e.status();
-        } else if (e->is_error()) {
-          out[where[k]] = error_status(e->str, rk);
-        } else if (e->type != Reply::Type::kArray || e->elements.size() != 3) {
-          out[where[k]] = internal_error("redis: unexpected HMGET answer");
-        } else {
-          auto rec = decode_entity(e->elements[0], e->elements[1], e->elements[2], rk);
-          if (!rec.ok()) {
-            out[where[k]] = rec.status();
-          } else {
-            ClaimResult c = ClaimResult::granted(0);
-            c.entity = std::move(rec).value();
-            out[where[k]] = std::move(c);
-          }
-        }
+        out[where[k]] = granted_with_entity(replies[2 * k + 1], cmds[2 * k + 1].keys[0]);
       }
     }
   }
-  if (scripted.empty()) return;
+  if (!scripted.empty()) claim_entities_scripted(requests, scripted, out);
+}
+
+void RedisStoreImpl::claim_entities_scripted(std::span<const ClaimRequest> requests, std::vector<std::size_t>& scripted,
+                                             std::vector<StatusOr<ClaimResult>>& out) {
   std::sort(scripted.begin(), scripted.end());
   std::vector<Command> scripts;
   for (std::size_t i : scripted) {
@@ -433,7 +433,7 @@ void RedisStoreImpl::claim_entities(std::span<const ClaimRequest> requests, std:
       continue;
     }
     auto c = decode_claim(**a, scripts[k].keys[0]);
-    if (c.ok() && c->status == ClaimStatus::kNew) {
+    if (c.ok() && c->status == ClaimStatus::kNew) {  // ClaimCode::kGranted
       const Reply& r = **a;
       if (r.elements.size() < 5) {
         out[scripted[k]] = internal_error("redis: unexpected claim_entity answer");

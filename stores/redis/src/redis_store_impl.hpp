@@ -150,6 +150,10 @@ class RedisStoreImpl final : public Store {
   // more of claim_entity scripts (which read the entity in the same step).
   void claim_entities(std::span<const ClaimRequest> requests, std::span<const std::size_t> at,
                       std::vector<StatusOr<ClaimResult>>& out);
+  // claim_entities' second round trip: the claim_entity scripts of requests[i] for
+  // each i in `scripted` (sorted here, so that repeated ids run in request order).
+  void claim_entities_scripted(std::span<const ClaimRequest> requests, std::vector<std::size_t>& scripted,
+                               std::vector<StatusOr<ClaimResult>>& out);
 
   const Options o_;
   std::unique_ptr<Executor> ex_;
