@@ -15,7 +15,7 @@
 namespace idem::detail {
 namespace {
 
-constexpr std::size_t kMinChunk = 64;               // items a worker may take per wake-up
+constexpr std::size_t kMinChunk = 256;              // items a worker may take per wake-up
 constexpr Duration kBusyWait{5};                    // wait for completions while work runs
 constexpr Duration kFirstFetchBackoff{50};          // first pause after a failed fetch
 constexpr std::uint64_t kLogEveryNthFailure = 100;  // repeated broker-call failures

@@ -125,9 +125,9 @@ TEST(Runtime, BoundsWhatIsInFlight) {
   ro.idle_exit = Duration(50);
   auto rt = Runtime<Msg>::create(ro, source, *consumer, decode).value();
   ASSERT_TRUE(rt->run().ok());
-  // workers * max(batch, 64) + backlog = 2 * 64 + 10.
-  EXPECT_LE(source.most_outstanding(), 138u);
-  EXPECT_LE(source.largest_request(), 138u);
+  // workers * max(batch, 256) + backlog = 2 * 256 + 10.
+  EXPECT_LE(source.most_outstanding(), 522u);
+  EXPECT_LE(source.largest_request(), 522u);
   EXPECT_EQ(source.count("ack"), 2000u);
 }
 
