@@ -4,8 +4,7 @@
 
 namespace idem::cli {
 
-HandlerResult BuiltinHandler::operator()(const TraceLine& m, HandlerContext& ctx) {
-  if (m.fail && !ctx.drained()) return HandlerResult::fail("the trace line says \"fail\": true");
+Effect effect_of(const TraceLine& m, const HandlerContext& ctx) {
   Effect e;
   e.id = m.id;
   e.key = m.key;
@@ -15,6 +14,12 @@ HandlerResult BuiltinHandler::operator()(const TraceLine& m, HandlerContext& ctx
     e.from = std::string(ctx.from());
     e.to = std::string(ctx.to());
   }
+  return e;
+}
+
+HandlerResult BuiltinHandler::operator()(const TraceLine& m, HandlerContext& ctx) {
+  if (m.fail && !ctx.drained()) return HandlerResult::fail("the trace line says \"fail\": true");
+  Effect e = effect_of(m, ctx);
   pending_.push_back({std::move(e), ctx.drained(), false});
   // Under the manual guarantee the handler settles the message itself.
   if (ctx.guarantee() == Guarantee::kManual) ctx.ack();

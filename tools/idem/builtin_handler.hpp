@@ -9,6 +9,10 @@
 
 namespace idem::cli {
 
+// The effect of running the built-in handler on m: its fields, and the transition
+// the state machine applies, if any.
+Effect effect_of(const TraceLine& m, const HandlerContext& ctx);
+
 // Fails (HandlerResult::fail) for a line with "fail": true when it runs for that
 // line's own delivery (not when the message is drained from the reorder buffer later),
 // and succeeds otherwise. A successful run records the effect it had; the caller

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <nlohmann/json.hpp>
 
+#include "builtin_handler.hpp"
 #include "idem/sqlite_store.hpp"
 
 namespace idem::cli {
@@ -44,15 +45,7 @@ HandlerResult ConsumeHandler::operator()(const TraceLine& m, HandlerContext& ctx
   if (in_sqlite_) {
     if (Status s = insert_effect(m, ctx); !s.ok()) return HandlerResult::fail(s.to_string());
   }
-  Effect e;
-  e.id = m.id;
-  e.key = m.key;
-  e.version = m.version;
-  e.event = m.event;
-  if (!ctx.to().empty()) {
-    e.from = std::string(ctx.from());
-    e.to = std::string(ctx.to());
-  }
+  Effect e = effect_of(m, ctx);
   if (m.id) {
     std::lock_guard lock(mu_);
     pending_[*m.id] = std::move(e);
