@@ -166,7 +166,7 @@ void Loop::Impl::note_start(WorkItem* w, TimePoint now) {
     metrics.add(RuntimeMetrics::kQueueWaitWarnings);
     log_warn(log,
              "idem runtime: delivery {} waited {} ms from receipt to its handler's start (queue wait), over "
-             "max_queue_wait {} ms; fewer workers' worth of backlog or a shorter batch keeps it lower",
+             "max_queue_wait {} ms; a smaller backlog or batch keeps it lower",
              printable(w->delivery.broker_id), std::chrono::duration_cast<Duration>(wait).count(),
              opts.max_queue_wait.count());
   }
