@@ -10,7 +10,9 @@
 // SQLite autocommit (`naive_stream`); idem's runtime with the Redis Streams source and
 // a transactional SQLite consumer, batch b (`idem_stream`); and, without a broker, one
 // SQLite transaction per message writing a dedup row and an effect row
-// (`sqlite_txn_floor`: the engine's floor for a per-message transactional commit).
+// (`sqlite_txn_floor`: the floor of a per-message transactional commit), and one
+// transaction per batch with a savepoint, lookup, dedup row and effect row per message
+// (`sqlite_batch_floor`: the floor of a transactional batch).
 //
 // Exit status: 0; 3 with --strict when a target failed; 2 when the run cannot go on.
 #include <CLI/CLI.hpp>
@@ -129,6 +131,8 @@ int run(std::size_t n, std::size_t cpu_n, std::size_t stream_n, std::size_t batc
     targets.push_back({"idem_stream", "plain_stream", 0.5});
     targets.push_back({"idem_stream", "naive_stream", 0.0});
     targets.push_back({"idem_stream", "sqlite_txn_floor", 0.0});
+    targets.push_back({"idem_stream", "sqlite_batch_floor", 0.0});
+    targets.push_back({"sqlite_batch_floor", "plain_stream", 0.0});
   }
   std::map<std::string, double> by_name;
   std::printf("%-18s %14s  %s\n", "row", "msgs/s", "what");

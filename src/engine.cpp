@@ -59,9 +59,43 @@ Status Engine::extend_lease(HandlerContext& ctx, Duration lease) {
   return s;
 }
 
+// Transactional consumers without entity gates or watermarks, over a store with batch
+// transactions: one transaction for the batch; each message's handler and commit run
+// in a nested transaction (a savepoint: run_claimed's begin() nests), so a failed
+// handler's writes roll back alone and the rest commit together. When the batch's
+// commit fails nothing landed: every decision that is not bad_message becomes the
+// store failure's retry (the metrics count both).
+std::vector<Decision> Pipeline::process_batch_in_one_transaction(std::span<const MessageView> ms, HandlerThunk h) {
+  std::vector<Decision> out(ms.size());
+  auto batch = timed_store([&] { return impl_.store->begin_batch(tick()); });
+  if (!batch.ok()) {
+    log_warn(impl_.log, "idem: batch transaction not started ({}); one transaction per message",
+             batch.status().to_string());
+    for (std::size_t i = 0; i < ms.size(); ++i) out[i] = process(ms[i], h, i);
+    return out;
+  }
+  for (std::size_t i = 0; i < ms.size(); ++i) out[i] = process(ms[i], h, i);
+  const Status s = timed_store([&] { return (*batch)->commit(); });
+  if (s.ok()) return out;
+  const Decision failed = store_failure(s);
+  for (Decision& d : out) {
+    if (d.reason == Reason::kBadMessage) continue;
+    d = failed;
+    metrics_.count(d);
+  }
+  return out;
+}
+
+bool Pipeline::batch_in_one_transaction(std::size_t n) const {
+  return n > 1 && o_.transactional && !entity_gated(o_) && o_.ordering.mode != Ordering::kWatermark &&
+         (o_.guarantee == Guarantee::kEffectivelyOnce || o_.guarantee == Guarantee::kManual) &&
+         impl_.store->capabilities().batch_transactions;
+}
+
 std::vector<Decision> Pipeline::process_batch(std::span<const MessageView> ms, HandlerThunk h) {
   if (o_.guarantee == Guarantee::kEffectivelyOnce && !o_.transactional && entity_gated(o_))
     return process_batch_gated(ms, h);
+  if (batch_in_one_transaction(ms.size())) return process_batch_in_one_transaction(ms, h);
   std::vector<Decision> out(ms.size());
   if (o_.guarantee != Guarantee::kEffectivelyOnce || o_.transactional || entity_gated(o_) ||
       o_.ordering.mode == Ordering::kWatermark) {

@@ -272,6 +272,10 @@ class Pipeline {
   void maybe_tick(HandlerThunk h);
 
   std::vector<Decision> process_batch(std::span<const MessageView> ms, HandlerThunk h);
+  // process_batch for transactional consumers: one store transaction per batch, a
+  // savepoint per message (engine.cpp), when batch_in_one_transaction(ms.size()).
+  std::vector<Decision> process_batch_in_one_transaction(std::span<const MessageView> ms, HandlerThunk h);
+  bool batch_in_one_transaction(std::size_t n) const;
   // process_batch for entity-gated consumers (a GatedBatch, gated_batch.hpp).
   std::vector<Decision> process_batch_gated(std::span<const MessageView> ms, HandlerThunk h);
 

@@ -38,6 +38,10 @@ StatusOr<std::unique_ptr<StoreTransaction>> Store::begin(TimePoint) {
   return failed_precondition("this store is not transactional");
 }
 
+StatusOr<std::unique_ptr<BatchTransaction>> Store::begin_batch(TimePoint) {
+  return failed_precondition("this store has no batch transactions");
+}
+
 namespace {
 Status no_entities() { return failed_precondition("this store keeps no entity records or reorder buffer"); }
 }  // namespace

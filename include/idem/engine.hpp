@@ -60,8 +60,14 @@ class Engine {
   // handler starts more than a tenth of the lease after the claim, so each lease still
   // runs from its handler's start. A repeated id is processed after the batch as
   // process() would, against what the earlier copy left in the store. Transactional
-  // consumers and guarantees other than effectively_once process the batch one message
-  // at a time. Behind the entity gates (ordering, a state machine; gated_batch.cpp):
+  // consumers (effectively_once or manual, without entity gates or watermarks) over a
+  // store with capabilities().batch_transactions run the batch in one store
+  // transaction: each message's handler and commit in a nested transaction (a
+  // savepoint), so a failed handler's writes roll back alone and the rest commit
+  // together; if that transaction's commit fails, nothing landed and every decision
+  // but bad_message is retry / store_unavailable. Other transactional consumers and
+  // guarantees other than effectively_once process the batch one message at a time.
+  // Behind the entity gates (ordering, a state machine; gated_batch.cpp):
   //  - a message that applies in order against its key's record as the batch's
   //    pending commits leave it (the next version, a valid transition) runs its
   //    handler and joins the batch commit, its entity write chained on the key's

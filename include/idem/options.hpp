@@ -64,6 +64,8 @@ struct ConsumerOptions {
   // Run the handler inside a store transaction (ctx.transaction()) that also carries
   // the dedup commit: exactly-once effects for writes made through it. Requires a
   // store with capabilities().transactional and effectively_once or manual.
+  // process_batch() then runs a whole batch in one transaction where the store has
+  // capabilities().batch_transactions (SQLite), a savepoint per message (engine.hpp).
   bool transactional = false;
 
   // Accept a probabilistic store (e.g. bloom:) under effectively_once or manual; its

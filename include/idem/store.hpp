@@ -28,6 +28,9 @@ struct StoreCapabilities {
   bool shared = false;         // several processes may use the same store at once
   bool probabilistic = false;  // may answer "completed" for an id never committed
   bool transactional = false;  // begin() gives a transaction the handler can write in
+  // begin_batch() gives a transaction spanning many handlers, each in a savepoint
+  // (transactional consumers' process_batch then commits once per batch).
+  bool batch_transactions = false;
   bool native_ttl = false;     // the backend expires records by itself
   // commit_then_claim() costs one round trip rather than two (e.g. Redis pipelines the
   // commit and the claim): Consumer::process(m, next) then claims `next` with m's
@@ -178,6 +181,21 @@ class StoreTransaction {
   virtual void rollback() = 0;
 };
 
+// A transaction spanning the handlers of many messages (transactional batches).
+// While it is open, begin() on the thread that opened it gives a nested transaction
+// (a savepoint): its commit(request) writes the record and ends the savepoint, and
+// its writes become durable only with this transaction's commit(); its rollback()
+// undoes only its own writes. Not thread-safe; destroying it without commit() rolls
+// every nested transaction back.
+class BatchTransaction {
+ public:
+  virtual ~BatchTransaction() = default;
+  // Commits everything written since begin_batch(). On failure nothing was written.
+  virtual Status commit() = 0;
+  // Undoes everything written since begin_batch(). Idempotent.
+  virtual void rollback() = 0;
+};
+
 // Called by a backend at named points inside multi-step operations, for crash and
 // atomicity tests; a non-OK answer makes the operation fail at that point as if the
 // process had died there. Null in production.
@@ -218,6 +236,11 @@ class Store {
 
   // Opens a write transaction (transactional backends). Default: kFailedPrecondition.
   virtual StatusOr<std::unique_ptr<StoreTransaction>> begin(TimePoint now);
+
+  // Opens a transaction for many handlers (capabilities().batch_transactions; see
+  // BatchTransaction). Every store call of this thread until its commit() or
+  // rollback() belongs to it; other threads' calls wait. Default: kFailedPrecondition.
+  virtual StatusOr<std::unique_ptr<BatchTransaction>> begin_batch(TimePoint now);
 
   // --- entity records and the reorder buffer (capabilities().entities) ------------
   // Stores without them return kFailedPrecondition from each (the defaults).

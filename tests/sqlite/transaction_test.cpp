@@ -2,7 +2,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "idem/consumer.hpp"
 #include "sqlite_test_util.hpp"
@@ -44,6 +46,7 @@ class SqliteTransactional : public ::testing::TestWithParam<LeaseMode> {
       sqlite3* db = connection(ctx);
       seen_connection_ = db != nullptr;
       if (!db) return HandlerResult::fail("no connection");
+      if (hook_) hook_(db);
       sqlite3_stmt* st = nullptr;
       sqlite3_prepare_v2(db, "INSERT INTO orders(sku, msg) VALUES(?1, ?2)", -1, &st, nullptr);
       sqlite3_bind_text(st, 1, m.sku.c_str(), -1, SQLITE_TRANSIENT);
@@ -80,6 +83,7 @@ class SqliteTransactional : public ::testing::TestWithParam<LeaseMode> {
   std::string path_;
   std::string fail_at_;
   bool seen_connection_ = false;
+  std::function<void(sqlite3*)> hook_;  // called with the connection in every handler run
   std::shared_ptr<ManualClock> clock_ = std::make_shared<ManualClock>();
   std::shared_ptr<Store> store_;
   std::optional<Consumer<Order>> consumer_;
@@ -161,6 +165,56 @@ TEST_P(SqliteTransactional, DroppedTransactionRollsBack) {
   ASSERT_TRUE(r);
   EXPECT_EQ(r->state, RecordState::kInProgress);
   EXPECT_TRUE(store_->commit(commit_req("dropped", "tx", clock_->now())).ok());
+}
+
+// One transaction per batch: the handlers' rows and records commit together, a
+// failed handler's row rolls back alone (its savepoint), and the batch COMMITs once.
+TEST_P(SqliteTransactional, ABatchCommitsOnceAndAFailedHandlerRollsBackAlone) {
+  EXPECT_TRUE(store_->capabilities().batch_transactions);
+  int commits = 0;
+  hook_ = [&commits](sqlite3* db) {
+    sqlite3_commit_hook(
+        db, [](void* n) { return ++*static_cast<int*>(n), 0; }, &commits);
+  };
+  const std::vector<Order> batch = {{"b1", "kiwi"}, {"b2", "lime", true}, {"b3", "date"}, {"b4", "fig", false, true}};
+  const std::vector<Decision> ds = consumer_->process_batch(batch);
+  ASSERT_EQ(ds.size(), 4u);
+  EXPECT_EQ(ds[0].reason, Reason::kProcessed) << ds[0].detail;
+  EXPECT_EQ(ds[1].reason, Reason::kHandlerFailed);
+  EXPECT_EQ(ds[2].reason, Reason::kProcessed) << ds[2].detail;
+  EXPECT_EQ(ds[3].reason, Reason::kProcessed) << ds[3].detail;
+  EXPECT_EQ(commits, 1) << "one COMMIT for the batch";
+  hook_ = nullptr;
+  EXPECT_EQ(record("b1")->state, RecordState::kCompleted);
+  auto failed = record("b2");
+  EXPECT_TRUE(!failed || failed->state == RecordState::kPending);
+  EXPECT_EQ(count_orders(), "3");
+  EXPECT_EQ(count_orders("sku = 'lime'"), "0");
+  // The failed one runs again on its own; the others are duplicates.
+  const std::vector<Order> again = {{"b1", "kiwi"}, {"b2", "lime"}};
+  const std::vector<Decision> ds2 = consumer_->process_batch(again);
+  EXPECT_EQ(ds2[0].reason, Reason::kDuplicate);
+  EXPECT_EQ(ds2[1].reason, Reason::kProcessed) << ds2[1].detail;
+  EXPECT_EQ(count_orders(), "4");
+}
+
+TEST_P(SqliteTransactional, AFailedBatchCommitLandsNothingAndRetriesEveryMessage) {
+  fail_at_ = "sqlite.batch.commit";
+  const std::vector<Order> batch = {{"c1", "plum"}, {"c2", "pear"}, {"c3", "sloe"}};
+  const std::vector<Decision> ds = consumer_->process_batch(batch);
+  fail_at_.clear();
+  for (const Decision& d : ds) {
+    EXPECT_EQ(d.action, Action::kRetry);
+    EXPECT_EQ(d.reason, Reason::kStoreUnavailable);
+  }
+  for (const char* id : {"c1", "c2", "c3"}) {
+    auto r = record(id);
+    EXPECT_TRUE(!r || r->state != RecordState::kCompleted) << id;
+  }
+  EXPECT_EQ(count_orders(), "0");
+  // The redeliveries are processed, once each.
+  for (const Decision& d : consumer_->process_batch(batch)) EXPECT_EQ(d.reason, Reason::kProcessed) << d.detail;
+  EXPECT_EQ(count_orders(), "3");
 }
 
 TEST(SqliteConnection, NullWithoutASqliteTransaction) {

@@ -38,6 +38,7 @@ class RecordingStore final : public Store {
     return {record("commit_then_claim", c.id), record("commit_then_claim.claim", q.id)};
   }
   StatusOr<std::unique_ptr<StoreTransaction>> begin(TimePoint) override { return record("begin", ""); }
+  StatusOr<std::unique_ptr<BatchTransaction>> begin_batch(TimePoint) override { return record("begin_batch", ""); }
   StatusOr<EntityRecord> read_entity(std::string_view key) override { return record("read_entity", key); }
   Status write_entity(const EntityWrite& w) override { return record("write_entity", w.key); }
   Status buffer_put(const BufferPut& p) override { return record("buffer_put", p.key); }
@@ -84,6 +85,7 @@ TEST(StoreWrapper, ForwardsEveryMethodToTheSameMethodOfItsTarget) {
   note(both.commit);
   note(both.claim.status());
   note(w.begin(TimePoint{}).status());
+  note(w.begin_batch(TimePoint{}).status());
   note(w.read_entity("rk").status());
   note(w.write_entity(ew));
   note(w.buffer_put(bp));
@@ -104,6 +106,7 @@ TEST(StoreWrapper, ForwardsEveryMethodToTheSameMethodOfItsTarget) {
       "commit_then_claim(c)",
       "commit_then_claim.claim(q)",
       "begin()",
+      "begin_batch()",
       "read_entity(rk)",
       "write_entity(ek)",
       "buffer_put(bk)",
@@ -125,6 +128,7 @@ TEST(StoreWrapper, ForwardsEveryMethodToTheSameMethodOfItsTarget) {
       "commit_then_claim",
       "commit_then_claim.claim",
       "begin",
+      "begin_batch",
       "read_entity",
       "write_entity",
       "buffer_put",

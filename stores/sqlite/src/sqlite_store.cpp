@@ -112,6 +112,7 @@ StoreCapabilities SqliteStore::capabilities() const {
   c.durable = true;
   c.shared = shared();
   c.transactional = true;
+  c.batch_transactions = true;
   c.entities = true;
   c.entity_chains = true;
   return c;

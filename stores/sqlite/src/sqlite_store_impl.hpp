@@ -53,6 +53,9 @@ class SqliteStore final : public Store, public std::enable_shared_from_this<Sqli
   std::vector<StatusOr<ClaimResult>> claim_batch(std::span<const ClaimRequest> requests) override;
   std::vector<Status> commit_batch(std::span<const CommitRequest> requests) override;
   StatusOr<std::unique_ptr<StoreTransaction>> begin(TimePoint now) override;
+  // BEGIN IMMEDIATE, held with mu_ until the batch commits or rolls back; begin() on
+  // the same thread meanwhile opens a SAVEPOINT (transaction.cpp).
+  StatusOr<std::unique_ptr<BatchTransaction>> begin_batch(TimePoint now) override;
   StatusOr<std::size_t> purge_expired(TimePoint now, std::size_t max_records) override;
 
   StatusOr<EntityRecord> read_entity(std::string_view key) override;
@@ -76,6 +79,14 @@ class SqliteStore final : public Store, public std::enable_shared_from_this<Sqli
   Status commit_transaction(const CommitRequest& request);
   // REQUIRES: as above. ROLLBACKs the open transaction, if any.
   void rollback_transaction();
+  // For a transaction nested in a batch (a SAVEPOINT): writes the commit and RELEASEs
+  // the savepoint; on failure rolls back to it. Either way the savepoint is over.
+  Status commit_nested(const CommitRequest& request);
+  // Rolls back to the nested transaction's savepoint and releases it.
+  void rollback_nested();
+  // For the batch transaction: COMMIT (ROLLBACK on failure), then the batch is over.
+  Status commit_batch_transaction();
+  void end_batch() { in_batch_ = false; }
   std::recursive_mutex& mutex() { return mu_; }
   sqlite3* db() const { return conn_.db; }
 
@@ -190,6 +201,7 @@ class SqliteStore final : public Store, public std::enable_shared_from_this<Sqli
   Options options_;
   std::recursive_mutex mu_;
   LeaseMap leases_;               // LeaseMode::kLocal only
+  bool in_batch_ = false;         // a begin_batch() transaction is open (under mu_)
   std::size_t lease_cursor_ = 0;  // the bucket of leases_ where purge_leases goes on
   // The rotating purge scan goes on after this id; nullopt: at the first row.
   std::optional<std::string> purge_cursor_;
