@@ -86,6 +86,7 @@ class SqliteStore final : public Store, public std::enable_shared_from_this<Sqli
   void rollback_nested();
   // For the batch transaction: COMMIT (ROLLBACK on failure), then the batch is over.
   Status commit_batch_transaction();
+  Status commit_in_transaction(const CommitRequest& request, bool nested);
   void end_batch() { in_batch_ = false; }
   std::recursive_mutex& mutex() { return mu_; }
   sqlite3* db() const { return conn_.db; }

@@ -91,22 +91,6 @@ StatusOr<std::unique_ptr<BatchTransaction>> SqliteStore::begin_batch(TimePoint) 
   return std::unique_ptr<BatchTransaction>(new SqliteBatchTransaction(shared_from_this(), std::move(lock)));
 }
 
-Status SqliteStore::commit_nested(const CommitRequest& q) {
-  if (sqlite3_get_autocommit(conn_.db) != 0)
-    return failed_precondition(
-        "sqlite: the batch transaction was ended by the handler (COMMIT or ROLLBACK through the connection); "
-        "nothing was committed by idem");
-  Status s = check_commit(q);
-  if (s.ok()) s = commit_with_entity(q);
-  if (s.ok()) s = run(release_savepoint_, "releasing a savepoint on");
-  if (!s.ok()) {
-    rollback_nested();
-    return s;
-  }
-  forget_lease(q.id);
-  return ok_status();
-}
-
 void SqliteStore::rollback_nested() {
   if (sqlite3_get_autocommit(conn_.db) != 0) return;
   (void)run(rollback_savepoint_, "rolling back to a savepoint on");
@@ -122,16 +106,26 @@ Status SqliteStore::commit_batch_transaction() {
   return s;
 }
 
-Status SqliteStore::commit_transaction(const CommitRequest& q) {
+Status SqliteStore::commit_transaction(const CommitRequest& q) { return commit_in_transaction(q, false); }
+
+Status SqliteStore::commit_nested(const CommitRequest& q) { return commit_in_transaction(q, true); }
+
+// Writes the commit, then COMMITs (nested: RELEASEs the savepoint); on failure rolls
+// back the transaction (nested: to the savepoint).
+Status SqliteStore::commit_in_transaction(const CommitRequest& q, bool nested) {
   if (sqlite3_get_autocommit(conn_.db) != 0)
     return failed_precondition(
         "sqlite: the transaction was ended by the handler (COMMIT or ROLLBACK through the connection); "
         "nothing was committed by idem");
   Status s = check_commit(q);
   if (s.ok()) s = commit_with_entity(q);
-  if (s.ok()) s = run(commit_, "committing to");
+  if (s.ok()) s = nested ? run(release_savepoint_, "releasing a savepoint on") : run(commit_, "committing to");
   if (!s.ok()) {
-    rollback_transaction();
+    if (nested) {
+      rollback_nested();
+    } else {
+      rollback_transaction();
+    }
     return s;
   }
   forget_lease(q.id);
