@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <ostream>
 #include <random>
 #include <set>
 #include <string>
@@ -150,6 +151,9 @@ struct Mode {
   bool strict;
   const char* batch;
 };
+
+// For test names and failure messages: the mode's name, not its bytes.
+void PrintTo(const Mode& m, std::ostream* os) { *os << m.name; }
 
 class IdemConsumeKills : public ::testing::TestWithParam<Mode> {};
 
