@@ -80,12 +80,18 @@ double idem_loop(int port, const std::string& stream, std::size_t n, std::size_t
   o.store = sqlite::open(so).value();
   o.transactional = true;
   o.latency_metrics = false;
-  auto c = Consumer<Msg>::create(o, extractors(), [](const Msg& m, HandlerContext& ctx) {
-    sqlite3_stmt* st = nullptr;
-    sqlite3_prepare_v2(sqlite::connection(ctx), "INSERT INTO effects(id, at_ms) VALUES(?1, 0)", -1, &st, nullptr);
+  // The handler prepares its statement once, on the store's connection (the store runs
+  // one connection; handlers run one at a time on it).
+  auto stmt = std::make_shared<sqlite3_stmt*>(nullptr);
+  auto c = Consumer<Msg>::create(o, extractors(), [stmt](const Msg& m, HandlerContext& ctx) {
+    if (*stmt == nullptr) {
+      sqlite3_prepare_v2(sqlite::connection(ctx), "INSERT INTO effects(id, at_ms) VALUES(?1, 0)", -1, stmt.get(),
+                         nullptr);
+    }
+    sqlite3_stmt* st = *stmt;
     sqlite3_bind_text(st, 1, m.id.data(), static_cast<int>(m.id.size()), SQLITE_STATIC);
     const int rc = sqlite3_step(st);
-    sqlite3_finalize(st);
+    sqlite3_reset(st);
     return rc == SQLITE_DONE ? HandlerResult::ok() : HandlerResult::fail("insert");
   });
   redis_streams::Options ro;
@@ -100,8 +106,10 @@ double idem_loop(int port, const std::string& stream, std::size_t n, std::size_t
   auto rt = Runtime<Msg>::create(rto, *src, *c, decode).value();
   const auto t0 = Clock::now();
   (void)rt->run();
+  const double r = rate(n, Clock::now() - t0);
   src->close();
-  return rate(n, Clock::now() - t0);
+  sqlite3_finalize(*stmt);  // before the store closes its connection
+  return r;
 }
 
 double sqlite_floor(std::size_t n, const std::string& path) {
