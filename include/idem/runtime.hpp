@@ -73,10 +73,6 @@ struct RuntimeOptions {
   // default 5 s.
   Duration fetch_backoff_max{5000};
 
-  // Told every delivery's decision on the loop thread, right after it was applied to
-  // the broker (or the delivery was held). Null (default): nobody.
-  std::function<void(const Delivery&, const Decision&)> on_applied;
-
   std::shared_ptr<Clock> clock;            // null: the system clock
   std::shared_ptr<spdlog::logger> logger;  // null: silent
 };
@@ -138,6 +134,9 @@ class WorkProcessor {
   virtual void process(std::span<WorkItem* const> items) = 0;
   // On the loop thread while nothing is in flight: Consumer::tick().
   virtual std::size_t tick() = 0;
+  // On the loop thread, right after the item's decision was applied to the broker (or
+  // the delivery was held).
+  virtual void applied(const WorkItem& item) = 0;
 };
 
 // The loop and its workers (src/runtime/loop.cpp).
@@ -167,14 +166,19 @@ class Runtime {
   // Turns a delivery into a message. An error is the message's fault: the delivery is
   // dead-lettered with reason bad_message and the error's text as detail.
   using Decoder = std::function<StatusOr<Msg>(const Delivery&)>;
+  // Told every delivery's decision on the loop thread, right after it was applied to
+  // the broker (or the delivery was held), with its decoded message (null when the
+  // body could not be decoded).
+  using Applied = std::function<void(const Delivery&, const Msg*, const Decision&)>;
 
-  // `source` and `consumer` must outlive the runtime. Returns kInvalidArgument naming
-  // the option for unusable options or a null decoder.
+  // `source` and `consumer` must outlive the runtime. `applied` may be null. Returns
+  // kInvalidArgument naming the option for unusable options or a null decoder.
   static StatusOr<std::unique_ptr<Runtime>> create(RuntimeOptions options, MessageSource& source,
-                                                   Consumer<Msg>& consumer, Decoder decode) {
+                                                   Consumer<Msg>& consumer, Decoder decode, Applied applied = {}) {
     if (!decode) return invalid_argument("Runtime::create: the decoder is empty");
     if (Status s = detail::validate(options); !s.ok()) return s;
-    return std::unique_ptr<Runtime>(new Runtime(std::move(options), source, consumer, std::move(decode)));
+    return std::unique_ptr<Runtime>(
+        new Runtime(std::move(options), source, consumer, std::move(decode), std::move(applied)));
   }
 
   // Runs the loop on the calling thread until stop(), max_messages or idle_exit.
@@ -196,7 +200,7 @@ class Runtime {
 
   class Processor : public detail::WorkProcessor {
    public:
-    Processor(Consumer<Msg>& c, Decoder d) : consumer_(c), decode_(std::move(d)) {}
+    Processor(Consumer<Msg>& c, Decoder d, Applied a) : consumer_(c), decode_(std::move(d)), applied_(std::move(a)) {}
 
     std::unique_ptr<detail::WorkItem> prepare(Delivery d) override {
       auto item = std::make_unique<Item>();
@@ -225,10 +229,19 @@ class Runtime {
       batch.reserve(items.size());
       for (detail::WorkItem* w : items) batch.push_back(std::move(*static_cast<Item*>(w)->msg));
       std::vector<Decision> ds = consumer_.process_batch(batch);
-      for (std::size_t i = 0; i < items.size(); ++i) items[i]->decision = std::move(ds[i]);
+      for (std::size_t i = 0; i < items.size(); ++i) {
+        items[i]->decision = std::move(ds[i]);
+        static_cast<Item*>(items[i])->msg = std::move(batch[i]);  // for applied()
+      }
     }
 
     std::size_t tick() override { return consumer_.tick(); }
+
+    void applied(const detail::WorkItem& w) override {
+      if (!applied_) return;
+      const auto& it = static_cast<const Item&>(w);
+      applied_(it.delivery, it.msg ? &*it.msg : nullptr, it.decision);
+    }
 
    private:
     // The decoder's answer; a decoder that throws is a bad message too.
@@ -244,10 +257,11 @@ class Runtime {
 
     Consumer<Msg>& consumer_;
     Decoder decode_;
+    Applied applied_;
   };
 
-  Runtime(RuntimeOptions o, MessageSource& s, Consumer<Msg>& c, Decoder d)
-      : processor_(c, std::move(d)), loop_(o, s, processor_, metrics_) {}
+  Runtime(RuntimeOptions o, MessageSource& s, Consumer<Msg>& c, Decoder d, Applied a)
+      : processor_(c, std::move(d), std::move(a)), loop_(o, s, processor_, metrics_) {}
 
   RuntimeMetrics metrics_;
   Processor processor_;

@@ -74,7 +74,8 @@ struct Loop::Impl : AssignmentListener {
   void shut_down();
   void hold_unstarted(const std::function<bool(const WorkItem&)>& pred);
   void publish_gauges();
-  bool budget_spent() const { return opts.max_messages > 0 && fetched >= opts.max_messages; }
+  std::uint64_t fetched() const { return metrics.get(RuntimeMetrics::kFetched); }
+  bool budget_spent() const { return opts.max_messages > 0 && fetched() >= opts.max_messages; }
 
   // AssignmentListener (called from inside fetch(), on the loop thread).
   void on_assigned(std::span<const std::string> partitions) override;
@@ -108,7 +109,6 @@ struct Loop::Impl : AssignmentListener {
   TokenBucket throttle;
   std::size_t in_flight = 0;  // fetched, decision not applied yet
   std::unordered_map<std::string, std::size_t> in_flight_by_partition;
-  std::uint64_t fetched = 0;
   std::uint64_t action_failures = 0;
   TimePoint last_fetched_any{};
   TimePoint last_tick{};
@@ -206,7 +206,7 @@ void Loop::Impl::step() {
 }
 
 void Loop::Impl::fetch_some(std::size_t capacity) {
-  if (opts.max_messages > 0) capacity = std::min<std::uint64_t>(capacity, opts.max_messages - fetched);
+  if (opts.max_messages > 0) capacity = std::min<std::uint64_t>(capacity, opts.max_messages - fetched());
   fetched_now.clear();
   const Duration timeout = in_flight > 0 ? Duration(0) : opts.fetch_timeout;
   const Status s = source.fetch(capacity, timeout, fetched_now);
@@ -234,7 +234,6 @@ void Loop::Impl::fetch_some(std::size_t capacity) {
 // or applies a decision made while preparing it.
 void Loop::Impl::dispatch(std::unique_ptr<WorkItem> item) {
   ++in_flight;
-  ++fetched;
   metrics.add(RuntimeMetrics::kFetched);
   ++in_flight_by_partition[item->delivery.partition];
   if (item->decided) {
@@ -298,7 +297,7 @@ void Loop::Impl::apply(std::unique_ptr<WorkItem> item) {
 // Calls the broker for w's decision and ends w's time in flight.
 void Loop::Impl::settle(WorkItem& w) {
   (void)call_broker(w);
-  if (opts.on_applied) opts.on_applied(w.delivery, w.decision);
+  processor.applied(w);
   metrics.count_action(w.decision.action);
   metrics.add(RuntimeMetrics::kDecided);
   --in_flight;

@@ -210,6 +210,35 @@ TEST(Runtime, DeadLettersWhatCannotBeDecodedAndGoesOn) {
   EXPECT_EQ(rec.runs.load(), 1);
 }
 
+TEST(Runtime, AppliedSeesEveryDecisionWithItsMessage) {
+  FakeSource source;
+  source.push("garbage");
+  for (int i = 0; i < 40; ++i) source.push(body(i, "k" + std::to_string(i % 3), i / 3));
+  auto consumer = Consumer<Msg>::create(consumer_options(), extractors(),
+                                        [](const Msg&, HandlerContext&) { return HandlerResult::ok(); });
+  std::vector<std::string> seen;  // the loop thread only
+  int undecoded = 0;
+  RuntimeOptions ro;
+  ro.workers = 2;
+  ro.batch = 4;
+  ro.idle_exit = Duration(20);
+  auto rt =
+      Runtime<Msg>::create(ro, source, *consumer, decode, [&](const Delivery& d, const Msg* m, const Decision& dec) {
+        if (m == nullptr) {
+          ++undecoded;
+          EXPECT_EQ(d.body, "garbage");
+          EXPECT_EQ(dec.reason, Reason::kBadMessage);
+          return;
+        }
+        EXPECT_EQ(dec.reason, Reason::kProcessed);
+        seen.push_back(m->id);
+      }).value();
+  ASSERT_TRUE(rt->run().ok());
+  EXPECT_EQ(undecoded, 1);
+  ASSERT_EQ(seen.size(), 40u);
+  EXPECT_EQ(std::set<std::string>(seen.begin(), seen.end()).size(), 40u);  // each once, with its own message
+}
+
 TEST(Runtime, MaxMessagesDecidesExactlyThatMany) {
   FakeSource source;
   for (int i = 0; i < 500; ++i) source.push(body(i, "", 0));

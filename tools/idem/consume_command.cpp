@@ -81,17 +81,12 @@ bool effects_in_sqlite(const ConsumerSettings& s, std::string* path) {
   return true;
 }
 
-RuntimeOptions runtime_options(const ConsumeArgs& a, ConsumeHandler& handler) {
+RuntimeOptions runtime_options(const ConsumeArgs& a) {
   RuntimeOptions ro;
   ro.workers = static_cast<std::size_t>(a.workers);
   ro.batch = static_cast<std::size_t>(a.batch);
   ro.idle_exit = Duration(a.idle_exit_ms);
   ro.max_messages = static_cast<std::uint64_t>(a.max_messages);
-  ro.on_applied = [&handler](const Delivery& d, const Decision& dec) {
-    std::optional<std::string> id;
-    if (auto p = parse_trace_line(d.body); p.line.id) id = p.line.id;
-    handler.decided(d.broker_id, id, dec);
-  };
   return ro;
 }
 
@@ -122,7 +117,10 @@ int run_consume(const ConsumeArgs& a) {
 
   auto source = redis_streams::open(*so);
   if (!source.ok()) return fail(kExitFailure, "cannot open source: " + source.status().to_string());
-  auto rt = Runtime<TraceLine>::create(runtime_options(a, *handler), **source, *consumer, decode);
+  auto applied = [handler](const Delivery& d, const TraceLine* m, const Decision& dec) {
+    handler->decided(d.broker_id, m != nullptr ? m->id : std::nullopt, dec);
+  };
+  auto rt = Runtime<TraceLine>::create(runtime_options(a), **source, *consumer, decode, applied);
   if (!rt.ok()) return fail(kExitUsage, rt.status().message());
   g_runtime.store(rt->get());
   install_signal_handlers();

@@ -188,12 +188,7 @@ std::size_t StreamSource::take_entries(const redisReply* entries, bool counted, 
       continue;
     }
     if (!in_flight_.insert(id).second) continue;  // already with this runtime
-    for (auto it = retries_.begin(); it != retries_.end(); ++it) {
-      if (it->second.id == id) {
-        retries_.erase(it);
-        break;
-      }
-    }
+    if (!counted) forget_retry(id);               // a claimed entry may have been scheduled here
     Delivery d;
     d.broker_id = std::move(id);
     d.partition = o_.stream;
@@ -212,6 +207,15 @@ std::size_t StreamSource::take_entries(const redisReply* entries, bool counted, 
     ++added;
   }
   return added;
+}
+
+void StreamSource::forget_retry(const std::string& id) {
+  for (auto it = retries_.begin(); it != retries_.end(); ++it) {
+    if (it->second.id == id) {
+      retries_.erase(it);
+      return;
+    }
+  }
 }
 
 // Reads each delivery's count from the group's pending entries list.

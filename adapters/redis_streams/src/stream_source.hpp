@@ -46,6 +46,8 @@ class StreamSource final : public MessageSource {
   // Turns a reply's entries into deliveries (acking deleted ones); returns how many
   // were added. counted: the deliveries' counts are 1 (new entries); else read them.
   std::size_t take_entries(const redisReply* entries, bool counted, std::vector<Delivery>& out);
+  // Drops id's scheduled retry, if any.
+  void forget_retry(const std::string& id);
   Status fill_delivery_counts(std::vector<Delivery>& out, std::size_t from);
   Status ack_id(const std::string& id);
   // Sends the acks collected since the last flush as one XACK.
