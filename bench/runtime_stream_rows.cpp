@@ -164,13 +164,13 @@ bool stream_rows(std::size_t n, std::size_t batch, std::vector<Row>& rows) {
     return false;
   }
   const int port = (*server)->port();
-  std::vector<std::string> bodies;
-  for (std::size_t i = 0; i < n; ++i) bodies.push_back("msg-" + std::to_string(i));
+  std::vector<OutgoingMessage> bodies;
+  for (std::size_t i = 0; i < n; ++i) bodies.push_back({.body = "msg-" + std::to_string(i)});
   for (const char* stream : {"plain", "naive", "idem"}) {
     redis_streams::Options po;
     po.port = static_cast<std::uint16_t>(port);
     po.stream = stream;
-    auto p = redis_streams::Publisher::open(po);
+    auto p = redis_streams::open_publisher(po);
     if (!p.ok() || !(*p)->publish(bodies).ok()) {
       std::fprintf(stderr, "cannot publish to %s\n", stream);
       return false;

@@ -35,9 +35,11 @@ class StreamSourceTest : public ::testing::Test {
   }
 
   void publish(std::vector<std::string> bodies) {
-    auto p = Publisher::open(options("publisher"));
+    auto p = open_publisher(options("publisher"));
     ASSERT_TRUE(p.ok()) << p.status().to_string();
-    ASSERT_TRUE((*p)->publish(bodies).ok());
+    std::vector<OutgoingMessage> messages;
+    for (std::string& b : bodies) messages.push_back({.body = std::move(b)});
+    ASSERT_TRUE((*p)->publish(messages).ok());
   }
 
   std::vector<Delivery> fetch(MessageSource& s, std::size_t max, Duration timeout = Duration(100)) {

@@ -12,12 +12,12 @@
 #include <string>
 #include <thread>
 
+#include "brokers.hpp"
 #include "commands.hpp"
 #include "consume_handler.hpp"
 #include "consumer_flags.hpp"
 #include "exit_codes.hpp"
 #include "idem/consumer.hpp"
-#include "idem/redis_stream_source.hpp"
 #include "idem/runtime.hpp"
 #include "idem/store_uri.hpp"
 #include "trace_line.hpp"
@@ -26,7 +26,6 @@ namespace idem::cli {
 namespace {
 
 constexpr const char* kFooter =
-    "SOURCE: redis-stream://[[USER:]PASSWORD@]HOST:PORT/STREAM?group=G[&consumer=NAME][&db=N]\n"
     "Each message body is one JSON object with the fields of a replay line (id, key, version,\n"
     "event, payload, stream, position, fail). On sqlite: stores under effectively_once or manual\n"
     "each effect is a row of idem_effects, written in the dedup record's transaction.\n"
@@ -93,10 +92,11 @@ RuntimeOptions runtime_options(const ConsumeArgs& a) {
 int run_consume(const ConsumeArgs& a) {
   auto settings = settings_from(a.consumer, "consume");
   if (!settings) return kExitUsage;
-  auto so = redis_streams::parse_uri(a.source);
-  if (!so.ok()) return fail(kExitUsage, "--source: " + so.status().message());
-  so->lease = settings->lease;
-  if (so->group.empty()) return fail(kExitUsage, "--source: needs ?group=NAME (the consumer group)");
+  auto source = open_source(a.source, SourceSettings{.lease = settings->lease});
+  if (!source.ok() && source.status().code() == StatusCode::kInvalidArgument) {
+    return fail(kExitUsage, "--source: " + source.status().message());
+  }
+  if (!source.ok()) return fail(kExitFailure, "cannot open source: " + source.status().to_string());
 
   ConsumerOptions o = consumer_options_from(*settings);
   std::string error, db_path;
@@ -115,8 +115,6 @@ int run_consume(const ConsumeArgs& a) {
                                   [handler](const TraceLine& m, HandlerContext& ctx) { return (*handler)(m, ctx); });
   if (!consumer.ok()) return fail(kExitUsage, consumer.status().message());
 
-  auto source = redis_streams::open(*so);
-  if (!source.ok()) return fail(kExitFailure, "cannot open source: " + source.status().to_string());
   auto applied = [handler](const Delivery& d, const TraceLine* m, const Decision& dec) {
     handler->decided(d.broker_id, m != nullptr ? m->id : std::nullopt, dec);
   };
@@ -136,7 +134,7 @@ int run_consume(const ConsumeArgs& a) {
 
 void add_consume_command(CLI::App& app, Runner& selected) {
   CLI::App* cmd = app.add_subcommand("consume", "Consume a broker source through idem with the built-in handler");
-  cmd->footer(kFooter);
+  cmd->footer("SOURCE:\n" + broker_uri_help() + kFooter);
   auto a = std::make_shared<ConsumeArgs>();
   cmd->add_option("--source", a->source, "Broker source URI (see below)")->required();
   add_consumer_flags(cmd, &a->consumer);

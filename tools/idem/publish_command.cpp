@@ -5,12 +5,13 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "brokers.hpp"
 #include "commands.hpp"
 #include "exit_codes.hpp"
-#include "idem/redis_stream_source.hpp"
 
 namespace idem::cli {
 namespace {
@@ -20,15 +21,24 @@ constexpr std::size_t kChunk = 10'000;  // lines sent per publish call
 struct PublishArgs {
   std::string to;
   std::string file = "-";
+  bool msg_id = false;
 };
+
+// The line's "id" field when it is a JSON object with a string id; else empty.
+std::string id_of(const std::string& line) {
+  auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return {};
+  auto it = j.find("id");
+  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
 
 int fail(int code, const std::string& message) {
   std::cerr << "idem publish: " << message << '\n';
   return code;
 }
 
-int publish_all(redis_streams::Publisher& p, std::istream& in) {
-  std::vector<std::string> lines;
+int publish_all(Publisher& p, std::istream& in, bool msg_id) {
+  std::vector<OutgoingMessage> lines;
   std::string line;
   std::uint64_t sent = 0;
   auto flush = [&]() -> Status {
@@ -39,7 +49,8 @@ int publish_all(redis_streams::Publisher& p, std::istream& in) {
   };
   while (std::getline(in, line)) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
-    lines.push_back(std::move(line));
+    std::string id = msg_id ? id_of(line) : std::string();
+    lines.push_back({.id = std::move(id), .body = std::move(line)});
     if (lines.size() == kChunk) {
       if (Status s = flush(); !s.ok()) return fail(kExitFailure, s.to_string() + " after " + std::to_string(sent));
     }
@@ -51,27 +62,29 @@ int publish_all(redis_streams::Publisher& p, std::istream& in) {
 }
 
 int run_publish(const PublishArgs& a) {
-  auto o = redis_streams::parse_uri(a.to);
-  if (!o.ok()) return fail(kExitUsage, "--to: " + o.status().message());
   std::ifstream file;
   if (a.file != "-") {
     file.open(a.file, std::ios::in | std::ios::binary);
     if (!file) return fail(kExitFailure, "cannot read \"" + a.file + "\": " + std::strerror(errno));
   }
-  auto p = redis_streams::Publisher::open(*o);
+  auto p = open_publisher(a.to);
+  if (!p.ok() && p.status().code() == StatusCode::kInvalidArgument)
+    return fail(kExitUsage, "--to: " + p.status().message());
   if (!p.ok()) return fail(kExitFailure, p.status().to_string());
-  return publish_all(**p, a.file == "-" ? std::cin : file);
+  return publish_all(**p, a.file == "-" ? std::cin : file, a.msg_id);
 }
 
 }  // namespace
 
 void add_publish_command(CLI::App& app, Runner& selected) {
   CLI::App* cmd = app.add_subcommand("publish", "Publish each line of a file as one message");
-  cmd->footer(
-      "URI: redis-stream://[[USER:]PASSWORD@]HOST:PORT/STREAM (?group is not needed)\n"
-      "Exit status: 0 every line was published; 1 the broker or the input failed; 2 invalid options.");
+  cmd->footer("URI: a source URI (its consumer parameters, such as ?group, are not needed):\n" + broker_uri_help() +
+              "Exit status: 0 every line was published; 1 the broker or the input failed; 2 invalid options.");
   auto a = std::make_shared<PublishArgs>();
   cmd->add_option("--to", a->to, "Destination URI")->required();
+  cmd->add_flag("--msg-id", a->msg_id,
+                "Send each line's \"id\" field as the message id, where the broker deduplicates by it "
+                "(off: copies reach the consumer, as from a producer that retried)");
   cmd->add_option("file", a->file, "File of messages, one per line, or - for stdin")->capture_default_str();
   cmd->callback([&selected, a] { selected = [a] { return run_publish(*a); }; });
 }

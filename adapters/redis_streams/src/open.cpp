@@ -25,11 +25,11 @@ class StreamPublisher final : public Publisher {
  public:
   StreamPublisher(std::unique_ptr<detail::Connection> c, Options o) : conn_(std::move(c)), o_(std::move(o)) {}
 
-  Status publish(std::span<const std::string> bodies) override {
-    for (std::size_t i = 0; i < bodies.size(); i += kPublishChunk) {
+  Status publish(std::span<const OutgoingMessage> messages) override {
+    for (std::size_t i = 0; i < messages.size(); i += kPublishChunk) {
       std::vector<std::vector<std::string>> cmds;
-      for (std::size_t j = i; j < std::min(bodies.size(), i + kPublishChunk); ++j) {
-        cmds.push_back({"XADD", o_.stream, "*", "body", bodies[j]});
+      for (std::size_t j = i; j < std::min(messages.size(), i + kPublishChunk); ++j) {
+        cmds.push_back(xadd(messages[j]));
       }
       auto replies = conn_->pipeline(cmds, o_.command_timeout);
       if (!replies.ok()) return replies.status();
@@ -43,6 +43,13 @@ class StreamPublisher final : public Publisher {
   }
 
  private:
+  std::vector<std::string> xadd(const OutgoingMessage& m) const {
+    std::vector<std::string> cmd{"XADD", o_.stream, "*", "body", m.body};
+    if (!m.id.empty()) cmd.insert(cmd.end(), {"id", m.id});
+    for (const auto& [name, value] : m.headers) cmd.insert(cmd.end(), {name, value});
+    return cmd;
+  }
+
   std::unique_ptr<detail::Connection> conn_;
   Options o_;
 };
@@ -56,7 +63,7 @@ StatusOr<std::unique_ptr<MessageSource>> open(Options options) {
   return std::unique_ptr<MessageSource>(std::move(source));
 }
 
-StatusOr<std::unique_ptr<Publisher>> Publisher::open(const Options& options) {
+StatusOr<std::unique_ptr<Publisher>> open_publisher(const Options& options) {
   if (Status s = check(options, false); !s.ok()) return s;
   auto conn = detail::Connection::open(options);
   if (!conn.ok()) return conn.status();

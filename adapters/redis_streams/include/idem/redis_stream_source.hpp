@@ -19,11 +19,11 @@
 
 #include <cstdint>
 #include <memory>
-#include <span>
 #include <string>
 #include <string_view>
 
 #include "idem/clock.hpp"
+#include "idem/publisher.hpp"
 #include "idem/source.hpp"
 #include "idem/status.hpp"
 
@@ -66,14 +66,10 @@ StatusOr<Options> parse_uri(std::string_view uri);
 // within connect_timeout, kFailedPrecondition when it refuses (AUTH, WRONGTYPE).
 StatusOr<std::unique_ptr<MessageSource>> open(Options options);
 
-// Appends messages to a stream, each as one entry with the field `body`.
-class Publisher {
- public:
-  // Connects as open() does (the group is not needed and not created).
-  static StatusOr<std::unique_ptr<Publisher>> open(const Options& options);
-  virtual ~Publisher() = default;
-  // XADDs every body, pipelined; returns after the server has answered all of them.
-  virtual Status publish(std::span<const std::string> bodies) = 0;
-};
+// A publisher that appends each message to the stream as one entry: the field `body`,
+// then `id` when the message has one, then each header as a field of its own. XADDs
+// are pipelined; publish() returns after the server has answered all of them.
+// Connects as open() does (the group is not needed and not created).
+StatusOr<std::unique_ptr<Publisher>> open_publisher(const Options& options);
 
 }  // namespace idem::redis_streams

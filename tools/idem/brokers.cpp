@@ -1,0 +1,59 @@
+// One block per broker adapter, each built when its adapter is (tools/idem/CMakeLists.txt).
+#include "brokers.hpp"
+
+#include <string_view>
+
+#ifdef IDEM_TOOL_WITH_REDIS_STREAMS
+#include "idem/redis_stream_source.hpp"
+#endif
+
+namespace idem::cli {
+namespace {
+
+bool has_scheme(std::string_view uri, std::string_view scheme) {
+  return uri.size() > scheme.size() + 3 && uri.substr(0, scheme.size()) == scheme &&
+         uri.substr(scheme.size(), 3) == "://";
+}
+
+Status unknown_scheme(std::string_view uri) {
+  const std::size_t colon = uri.find(':');
+  const std::string scheme(uri.substr(0, colon == std::string_view::npos ? 0 : colon));
+  return invalid_argument("unknown broker URI scheme \"" + scheme + "\"; this idem knows:\n" + broker_uri_help());
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<MessageSource>> open_source(const std::string& uri, const SourceSettings& settings) {
+#ifdef IDEM_TOOL_WITH_REDIS_STREAMS
+  if (has_scheme(uri, "redis-stream")) {
+    auto o = redis_streams::parse_uri(uri);
+    if (!o.ok()) return o.status();
+    if (o->group.empty()) return invalid_argument("needs ?group=NAME (the consumer group)");
+    o->lease = settings.lease;
+    return redis_streams::open(*std::move(o));
+  }
+#endif
+  (void)settings;
+  return unknown_scheme(uri);
+}
+
+StatusOr<std::unique_ptr<Publisher>> open_publisher(const std::string& uri) {
+#ifdef IDEM_TOOL_WITH_REDIS_STREAMS
+  if (has_scheme(uri, "redis-stream")) {
+    auto o = redis_streams::parse_uri(uri);
+    if (!o.ok()) return o.status();
+    return redis_streams::open_publisher(*o);
+  }
+#endif
+  return unknown_scheme(uri);
+}
+
+std::string broker_uri_help() {
+  std::string help;
+#ifdef IDEM_TOOL_WITH_REDIS_STREAMS
+  help += "  redis-stream://[[USER:]PASSWORD@]HOST:PORT/STREAM?group=G[&consumer=NAME][&db=N]\n";
+#endif
+  return help;
+}
+
+}  // namespace idem::cli
