@@ -1,0 +1,234 @@
+#include "support/consume_kills.hpp"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <ostream>
+#include <random>
+#include <thread>
+
+#include "support/temp_dir.hpp"
+
+namespace idem::consume_kills {
+namespace {
+
+constexpr int kKeys = 200;
+constexpr int kVersionsPerKey = 85;  // 17,000 distinct messages
+constexpr int kMalformed = 120;
+
+void kill_now(pid_t pid) {
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+}
+
+struct Workload {
+  std::vector<std::string> lines;   // what is published, in order
+  std::set<std::string> valid_ids;  // each must have exactly one effect
+  std::set<std::string> malformed;  // each must be dead-lettered exactly once
+};
+
+std::string line_for(int key, int version, bool fail) {
+  std::string s = "{\"id\":\"k" + std::to_string(key) + "-v" + std::to_string(version) + "\",\"key\":\"k" +
+                  std::to_string(key) + "\",\"version\":" + std::to_string(version) + ",\"payload\":\"p\"";
+  if (fail) s += ",\"fail\":true";
+  return s + "}";
+}
+
+// Keys interleaved at random; versions of a key mostly in order, some swapped with
+// the next; 20% of the messages sent again later; malformed bodies in between.
+// strict: a body without key and version is malformed; otherwise only non-JSON is.
+class WorkloadMaker {
+ public:
+  WorkloadMaker(std::mt19937& rng, bool strict) : rng_(rng), strict_(strict), next_(kKeys, 1) {}
+
+  Workload make() {
+    while (static_cast<int>(w_.valid_ids.size()) < kKeys * kVersionsPerKey) {
+      const int k = static_cast<int>(rng_() % kKeys);
+      if (next_[k] > kVersionsPerKey) continue;
+      add_versions(k);
+      if (rng_() % 140 == 0 && odd_ < kMalformed) add_odd();
+    }
+    return std::move(w_);
+  }
+
+ private:
+  void add_versions(int k) {
+    const int v = next_[k]++;
+    const bool swap = v < kVersionsPerKey && rng_() % 10 == 0;
+    if (swap) ++next_[k];
+    for (int ver : swap ? std::vector<int>{v + 1, v} : std::vector<int>{v}) {
+      w_.lines.push_back(line_for(k, ver, rng_() % 30 == 0));
+      w_.valid_ids.insert("k" + std::to_string(k) + "-v" + std::to_string(ver));
+      sent_.push_back(w_.lines.back());
+      if (rng_() % 5 == 0)
+        w_.lines.push_back(sent_[sent_.size() - 1 - rng_() % std::min<std::size_t>(sent_.size(), 500)]);
+    }
+  }
+
+  void add_odd() {  // a body without key and version, or not JSON
+    const std::string n = std::to_string(odd_++);
+    const std::string bad = rng_() % 2 ? "not json " + n : "{\"id\":\"nokey-" + n + "\"}";
+    w_.lines.push_back(bad);
+    if (strict_ || bad[0] != '{') {
+      w_.malformed.insert(bad);
+    } else {
+      w_.valid_ids.insert("nokey-" + n);
+    }
+  }
+
+  std::mt19937& rng_;
+  const bool strict_;
+  std::vector<int> next_;
+  std::vector<std::string> sent_;
+  int odd_ = 0;
+  Workload w_;
+};
+
+std::vector<std::string> consume_args(Broker& broker, const Mode& mode, const KillOptions& o, const std::string& db) {
+  std::vector<std::string> a{"consume",
+                             "--source",
+                             broker.source_uri(o.topic, o.group),
+                             "--store",
+                             "sqlite:" + db + "?leases=shared",
+                             "--ordering",
+                             mode.strict ? "strict" : "none",
+                             "--batch",
+                             mode.batch,
+                             "--workers",
+                             "4",
+                             "--lease-ms",
+                             o.lease_ms,
+                             "--backoff-ms",
+                             "20",
+                             "--idle-exit-ms",
+                             o.idle_exit_ms};
+  a.insert(a.end(), o.extra_args.begin(), o.extra_args.end());
+  return a;
+}
+
+int kills_to_run(const KillOptions& o) {
+  const char* env = std::getenv("IDEM_CONSUME_KILLS");
+  return env ? std::max(o.kills, std::atoi(env)) : o.kills;
+}
+
+void check_effects(const std::string& db, const Workload& w, bool strict) {
+  long long buffered = -1;
+  const std::vector<EffectRow> effects = read_effects(db, &buffered);
+  std::map<std::string, int> per_id;
+  std::map<std::string, long long> last_version;
+  for (const EffectRow& e : effects) {
+    ++per_id[e.id];
+    if (!strict) continue;
+    EXPECT_EQ(e.version, last_version[e.key] + 1) << "key " << e.key << " out of order at " << e.id;
+    last_version[e.key] = e.version;
+  }
+  std::size_t doubled = 0;
+  std::set<std::string> ids;
+  for (const auto& [id, n] : per_id) {
+    doubled += n > 1 ? 1 : 0;
+    ids.insert(id);
+  }
+  EXPECT_EQ(doubled, 0u) << "effects that happened more than once";
+  EXPECT_EQ(ids, w.valid_ids) << "effects lost or invented";
+  EXPECT_EQ(buffered, 0) << "the reorder buffer still holds messages";
+}
+
+}  // namespace
+
+void PrintTo(const Mode& m, std::ostream* os) { *os << m.name; }
+
+pid_t spawn_idem(const std::vector<std::string>& args, const std::string& log) {
+  const pid_t pid = fork();
+  if (pid != 0) return pid;
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  dup2(fd, 1);
+  dup2(fd, 2);
+  std::vector<char*> argv{const_cast<char*>(IDEM_BINARY)};
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  execv(IDEM_BINARY, argv.data());
+  _exit(127);
+}
+
+int wait_exit(pid_t pid, std::chrono::seconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  int status = 0;
+  while (waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      kill_now(pid);
+      return -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+std::vector<EffectRow> read_effects(const std::string& db_path, long long* buffered) {
+  sqlite3* db = nullptr;
+  EXPECT_EQ(sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+  std::vector<EffectRow> rows;
+  sqlite3_stmt* st = nullptr;
+  sqlite3_prepare_v2(db, "SELECT id, key, version FROM idem_effects ORDER BY seq", -1, &st, nullptr);
+  auto text = [&](int col) {
+    const unsigned char* t = sqlite3_column_text(st, col);
+    return t ? std::string(reinterpret_cast<const char*>(t)) : std::string();
+  };
+  while (sqlite3_step(st) == SQLITE_ROW) rows.push_back({text(0), text(1), sqlite3_column_int64(st, 2)});
+  sqlite3_finalize(st);
+  *buffered = -1;
+  if (sqlite3_prepare_v2(db, "SELECT count(*) FROM idem_buffer", -1, &st, nullptr) == SQLITE_OK &&
+      sqlite3_step(st) == SQLITE_ROW) {
+    *buffered = sqlite3_column_int64(st, 0);
+  }
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  return rows;
+}
+
+void run_kill_test(Broker& broker, const Mode& mode, const KillOptions& o) {
+  testing::TempDir dir("consume-kills");
+  std::mt19937 rng(20261201);
+  const Workload w = WorkloadMaker(rng, mode.strict).make();
+  ASSERT_GE(w.lines.size(), 20'000u);
+  {
+    std::ofstream f(dir.sub("in.jsonl"));
+    for (const std::string& l : w.lines) f << l << '\n';
+  }
+  const std::string log = dir.sub("consume.log");
+  ASSERT_EQ(wait_exit(spawn_idem({"publish", "--to", broker.publish_uri(o.topic), dir.sub("in.jsonl")}, log),
+                      std::chrono::seconds(60)),
+            0)
+      << "idem publish failed; log: " << log;
+
+  const std::string db = dir.sub("idem.db");
+  const std::vector<std::string> consume = consume_args(broker, mode, o, db);
+  const int kills = kills_to_run(o);
+  for (int i = 0; i < kills; ++i) {
+    const pid_t a = spawn_idem(consume, log);
+    const pid_t b = i == kills / 2 ? spawn_idem(consume, log) : 0;  // once, two consumers of the group
+    std::this_thread::sleep_for(std::chrono::milliseconds(150 + rng() % 600));
+    kill_now(a);
+    if (b != 0) kill_now(b);
+  }
+  const int rc = wait_exit(spawn_idem(consume, log), o.final_timeout);
+  ASSERT_EQ(rc, 0) << "the last consumer did not exit by itself; log: " << log;
+
+  check_effects(db, w, mode.strict);
+  EXPECT_EQ(broker.dead_letter_bodies(o.topic), std::multiset<std::string>(w.malformed.begin(), w.malformed.end()));
+  const std::int64_t unsettled = broker.unsettled(o.topic, o.group);
+  if (unsettled != -1) {
+    EXPECT_EQ(unsettled, 0) << "deliveries neither acked nor dead-lettered";
+  }
+}
+
+}  // namespace idem::consume_kills

@@ -1,0 +1,78 @@
+// The end-to-end kill test of `idem consume`, shared by every broker adapter's tests:
+// 20,000+ messages with redelivered copies, keys with versions (some out of order),
+// failing first attempts and malformed bodies are published through `idem publish`;
+// `idem consume` on SQLite is SIGKILLed at random moments (once with a second consumer
+// of the group beside it) and restarted until idle. Then idem_effects must hold every
+// effect exactly once, nothing lost (under strict ordering, per key in version order);
+// the dead-letter destination exactly the malformed messages; the reorder buffer
+// nothing; the broker nothing unsettled.
+// IDEM_CONSUME_KILLS=N sets the number of kills (default 10; 50 or more for a long run).
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <iosfwd>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace idem::consume_kills {
+
+// A started broker under test. `topic` names what is consumed (stream, queue,
+// subject, topic); `group` the consumer group (or durable consumer).
+class Broker {
+ public:
+  virtual ~Broker() = default;
+  // `idem consume --source`.
+  virtual std::string source_uri(const std::string& topic, const std::string& group) = 0;
+  // `idem publish --to`.
+  virtual std::string publish_uri(const std::string& topic) = 0;
+  // Every body in the dead-letter destination of `topic`, once per copy.
+  virtual std::multiset<std::string> dead_letter_bodies(const std::string& topic) = 0;
+  // Deliveries of `topic` to `group` neither acked nor dead-lettered; -1 when the
+  // broker cannot tell (the check is then skipped for this broker alone).
+  virtual std::int64_t unsettled(const std::string& topic, const std::string& group) = 0;
+};
+
+// How the consumer runs: strict ordering one message at a time (per-key order is
+// checked), or no ordering in batches, one SQLite transaction per batch.
+struct Mode {
+  const char* name;
+  bool strict;
+  const char* batch;
+};
+// For test names and failure messages: the mode's name, not its bytes.
+void PrintTo(const Mode& m, std::ostream* os);
+
+struct KillOptions {
+  int kills = 10;  // IDEM_CONSUME_KILLS overrides it when larger
+  std::string topic = "orders";
+  std::string group = "g";
+  std::string lease_ms = "1000";        // --lease-ms: how soon a killed consumer's messages return
+  std::string idle_exit_ms = "1500";    // --idle-exit-ms of every consumer
+  std::vector<std::string> extra_args;  // more `idem consume` flags
+  std::chrono::seconds final_timeout{120};
+};
+
+// Runs the whole test against `broker`; reports through gtest assertions.
+void run_kill_test(Broker& broker, const Mode& mode, const KillOptions& options = {});
+
+// Starts `idem args…` (the binary under test) with stdout and stderr appended to
+// `log`; it dies with the test process.
+pid_t spawn_idem(const std::vector<std::string>& args, const std::string& log);
+
+// Waits up to `timeout` for pid; returns its exit code (128 + signal when killed), or
+// -1 after killing it when it did not exit in time.
+int wait_exit(pid_t pid, std::chrono::seconds timeout);
+
+// The rows of idem_effects in the order they were written, and how many messages the
+// reorder buffer still holds (-1 when it cannot be read).
+struct EffectRow {
+  std::string id, key;
+  long long version;
+};
+std::vector<EffectRow> read_effects(const std::string& db_path, long long* buffered);
+
+}  // namespace idem::consume_kills
