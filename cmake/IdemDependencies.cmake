@@ -61,6 +61,23 @@ if((IDEM_WITH_REDIS OR IDEM_WITH_REDIS_STREAMS) AND NOT TARGET idem_deps::hiredi
   endif()
 endif()
 
+# rabbitmq-c (librabbitmq-dev 0.11): pkg-config, else find_path/find_library; wrapped
+# in idem_deps::rabbitmq. Include as <amqp.h> (Debian's 0.11 has no <rabbitmq-c/amqp.h>).
+if(IDEM_WITH_RABBITMQ AND NOT TARGET idem_deps::rabbitmq)
+  if(PkgConfig_FOUND)
+    pkg_check_modules(IDEM_RABBITMQ QUIET IMPORTED_TARGET librabbitmq)
+  endif()
+  add_library(idem_deps::rabbitmq INTERFACE IMPORTED)
+  if(TARGET PkgConfig::IDEM_RABBITMQ)
+    target_link_libraries(idem_deps::rabbitmq INTERFACE PkgConfig::IDEM_RABBITMQ)
+  else()
+    find_path(IDEM_RABBITMQ_INCLUDE_DIR amqp.h REQUIRED)
+    find_library(IDEM_RABBITMQ_LIBRARY rabbitmq REQUIRED)
+    target_include_directories(idem_deps::rabbitmq INTERFACE ${IDEM_RABBITMQ_INCLUDE_DIR})
+    target_link_libraries(idem_deps::rabbitmq INTERFACE ${IDEM_RABBITMQ_LIBRARY})
+  endif()
+endif()
+
 # yaml-cpp (libyaml-cpp-dev 0.7): its CMake config package defines the unnamespaced
 # target `yaml-cpp` (0.8 and later: yaml-cpp::yaml-cpp); wrapped in idem_deps::yaml_cpp.
 if(IDEM_WITH_STATEMACHINE AND NOT TARGET idem_deps::yaml_cpp)

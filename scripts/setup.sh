@@ -13,6 +13,7 @@ IDEM_PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   librocksdb-dev libbloom-dev libhiredis-dev redis-server redis-tools
   libyaml-cpp-dev
+  librabbitmq-dev rabbitmq-server
   ccache
 )
 

@@ -1,0 +1,289 @@
+#include "queue_source.hpp"
+
+#include <spdlog/logger.h>
+#include <sys/time.h>
+
+#include <algorithm>
+#include <charconv>
+
+namespace idem::rabbitmq::detail {
+namespace {
+
+constexpr std::size_t kCommitEvery = 256;  // acks and nacks per transaction at the most
+constexpr int kTagBits = 48;
+constexpr std::uint64_t kTagMask = (std::uint64_t{1} << kTagBits) - 1;
+
+timeval to_timeval(Duration d) {
+  timeval tv{};
+  tv.tv_sec = static_cast<time_t>(d.count() / 1000);
+  tv.tv_usec = static_cast<suseconds_t>((d.count() % 1000) * 1000);
+  return tv;
+}
+
+// The delivery count from the quorum queue's header, else from the redelivered flag.
+std::uint32_t delivery_count(const Headers& headers, bool redelivered) {
+  for (const auto& [k, v] : headers) {
+    if (k != "x-delivery-count") continue;
+    std::uint32_t n = 0;
+    auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+    if (ec == std::errc{} && end == v.data() + v.size()) return n + 1;
+  }
+  return redelivered ? 2 : 1;
+}
+
+// d's headers without those the broker sets (x-death, x-delivery-count, …).
+Headers own_headers(const Delivery& d) {
+  Headers out;
+  for (const auto& h : d.headers) {
+    if (h.first.rfind("x-", 0) != 0) out.push_back(h);
+  }
+  return out;
+}
+
+}  // namespace
+
+Duration retry_bucket(Duration delay) {
+  Duration b = kMinRetryBucket;
+  while (b < delay && b < kMaxRetryBucket) b *= 2;
+  return b;
+}
+
+std::string retry_queue_name(const std::string& queue, Duration bucket) {
+  return queue + ".retry." + std::to_string(bucket.count()) + "ms";
+}
+
+QueueSource::QueueSource(Options o)
+    : o_(std::move(o)), clock_(o_.clock ? o_.clock : system_clock()), log_(o_.logger.get()) {
+  if (o_.dead_letter_queue.empty()) o_.dead_letter_queue = o_.queue + ".dlq";
+}
+
+std::string QueueSource::describe() const {
+  return "amqp " + o_.host + ":" + std::to_string(o_.port) + " vhost " + o_.vhost + " queue " + o_.queue;
+}
+
+Status QueueSource::start() { return connect(); }
+
+Status QueueSource::connect() {
+  conn_.reset();
+  consuming_ = false;
+  uncommitted_ = 0;
+  buffered_.clear();  // the broker requeues them with the old channel
+  undecided_.clear();
+  auto c = Connection::open(o_);
+  if (!c.ok()) {
+    if (was_connected_ && log_) log_->warn("idem: {} lost its connection: {}", describe(), c.status().to_string());
+    return c.status();
+  }
+  conn_ = std::move(c).value();
+  ++epoch_;
+  if (Status s = declare_queues(); !s.ok()) {
+    conn_.reset();
+    return s;
+  }
+  amqp_tx_select(conn_->state(), kChannel);
+  if (Status s = conn_->check("tx.select"); !s.ok()) {
+    conn_.reset();
+    return s;
+  }
+  if (was_connected_ && log_) log_->info("idem: {} reconnected", describe());
+  was_connected_ = true;
+  return ok_status();
+}
+
+// The work queue, the dead-letter queue and one retry queue per bucket, each expiring
+// messages back to the work queue through the default exchange.
+Status QueueSource::declare_queues() {
+  if (Status s = conn_->declare_work_queue(o_); !s.ok()) return s;
+  if (Status s = conn_->declare(o_.dead_letter_queue, false, amqp_empty_table); !s.ok()) return s;
+  const std::string dlx_key = "x-dead-letter-exchange", dlrk_key = "x-dead-letter-routing-key", empty;
+  amqp_table_entry_t entries[2]{};
+  entries[0].key = bytes(dlx_key);
+  entries[0].value.kind = AMQP_FIELD_KIND_UTF8;
+  entries[0].value.value.bytes = bytes(empty);
+  entries[1].key = bytes(dlrk_key);
+  entries[1].value.kind = AMQP_FIELD_KIND_UTF8;
+  entries[1].value.value.bytes = bytes(o_.queue);
+  const amqp_table_t args{2, entries};
+  for (Duration b = kMinRetryBucket; b <= kMaxRetryBucket; b *= 2) {
+    if (Status s = conn_->declare(retry_queue_name(o_.queue, b), false, args); !s.ok()) return s;
+  }
+  return ok_status();
+}
+
+Status QueueSource::ready(std::size_t max) {
+  if (!conn_ || conn_->broken()) {
+    if (Status s = connect(); !s.ok()) return s;
+  }
+  if (!consuming_) return start_consuming(max);
+  return ok_status();
+}
+
+Status QueueSource::start_consuming(std::size_t max) {
+  if (prefetch_ == 0) {
+    prefetch_ = o_.prefetch != 0 ? o_.prefetch : static_cast<std::uint16_t>(std::clamp<std::size_t>(max, 1, 65535));
+  }
+  amqp_basic_qos(conn_->state(), kChannel, 0, prefetch_, 0);
+  if (Status s = conn_->check("basic.qos"); !s.ok()) return s;
+  amqp_basic_consume(conn_->state(), kChannel, bytes(o_.queue), amqp_empty_bytes, 0, 0, 0, amqp_empty_table);
+  if (Status s = conn_->check("basic.consume " + o_.queue); !s.ok()) return s;
+  consuming_ = true;
+  return ok_status();
+}
+
+Status QueueSource::fetch(std::size_t max, Duration timeout, std::vector<Delivery>& out) {
+  if (Status s = ready(max); !s.ok()) return s;
+  if (Status s = commit(); !s.ok()) return s;
+  std::size_t got = 0;
+  const TimePoint deadline = clock_->now() + timeout;
+  while (got < max) {
+    if (buffered_.empty()) {
+      const Duration left =
+          got > 0 ? Duration(0) : std::max(Duration(0), std::chrono::duration_cast<Duration>(deadline - clock_->now()));
+      auto r = receive(left);
+      if (!r.ok()) return got > 0 ? ok_status() : r.status();
+      if (!*r) break;
+      continue;
+    }
+    out.push_back(std::move(buffered_.front()));
+    buffered_.pop_front();
+    ++got;
+  }
+  return ok_status();
+}
+
+StatusOr<bool> QueueSource::receive(Duration timeout) {
+  amqp_connection_state_t c = conn_->state();
+  amqp_maybe_release_buffers(c);
+  amqp_envelope_t env;
+  timeval tv = to_timeval(timeout);
+  const amqp_rpc_reply_t r = amqp_consume_message(c, &env, &tv, 0);
+  if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION && r.library_error == AMQP_STATUS_TIMEOUT) return false;
+  if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION && r.library_error == AMQP_STATUS_UNEXPECTED_STATE) {
+    if (Status s = handle_other_frame(); !s.ok()) return s;
+    return receive(Duration(0));
+  }
+  if (Status s = conn_->check(r, "basic.consume"); !s.ok()) return s;
+  Delivery d;
+  d.body = to_string(env.message.body);
+  d.broker_id = std::to_string(env.delivery_tag);
+  d.partition = o_.queue;
+  d.received_at = clock_->now();
+  d.handle = (epoch_ << kTagBits) | (env.delivery_tag & kTagMask);
+  const amqp_basic_properties_t& p = env.message.properties;
+  if (p._flags & AMQP_BASIC_HEADERS_FLAG) d.headers = table_to_headers(p.headers);
+  d.delivery_count = delivery_count(d.headers, env.redelivered != 0);
+  undecided_[d.handle] = (p._flags & AMQP_BASIC_MESSAGE_ID_FLAG) ? to_string(p.message_id) : std::string();
+  amqp_destroy_envelope(&env);
+  buffered_.push_back(std::move(d));
+  return true;
+}
+
+// A frame other than a delivery: the broker closing the channel or the connection, or
+// cancelling the consumer (the queue was deleted). Each ends this connection.
+Status QueueSource::handle_other_frame() {
+  amqp_frame_t frame;
+  timeval tv{0, 0};
+  const int s = amqp_simple_wait_frame_noblock(conn_->state(), &frame, &tv);
+  if (s == AMQP_STATUS_TIMEOUT) return ok_status();
+  if (s != AMQP_STATUS_OK) return conn_->lost(s, "reading a frame");
+  if (frame.frame_type != AMQP_FRAME_METHOD) return ok_status();
+  const amqp_method_number_t id = frame.payload.method.id;
+  if (id == AMQP_CHANNEL_CLOSE_METHOD || id == AMQP_CONNECTION_CLOSE_METHOD) {
+    amqp_rpc_reply_t r{};
+    r.reply_type = AMQP_RESPONSE_SERVER_EXCEPTION;
+    r.reply = frame.payload.method;
+    return conn_->check(r, "consuming " + o_.queue);
+  }
+  if (id == AMQP_BASIC_CANCEL_METHOD) {
+    Status lost = unavailable("amqp: the broker cancelled the consumer of " + o_.queue + " on " + conn_->where());
+    conn_.reset();
+    return lost;
+  }
+  return ok_status();
+}
+
+StatusOr<std::uint64_t> QueueSource::tag_of(const Delivery& d, const char* what) {
+  undecided_.erase(d.handle);
+  if (!conn_ || conn_->broken() || (d.handle >> kTagBits) != epoch_) {
+    return unavailable(std::string("amqp: ") + what + " of delivery " + d.broker_id +
+                       ": its channel has closed; the broker redelivers it");
+  }
+  return d.handle & kTagMask;
+}
+
+Status QueueSource::ack(const Delivery& d) {
+  auto tag = tag_of(d, "ack");
+  if (!tag.ok()) return tag.status();
+  if (Status s = conn_->lost(amqp_basic_ack(conn_->state(), kChannel, *tag, 0), "basic.ack"); !s.ok()) return s;
+  return ++uncommitted_ >= kCommitEvery ? commit() : ok_status();
+}
+
+Status QueueSource::retry(const Delivery& d, Duration delay) {
+  if (delay.count() > 0) {
+    PublishProps props;
+    props.expiration = std::to_string(delay.count());
+    return move(d, retry_queue_name(o_.queue, retry_bucket(delay)), props);
+  }
+  auto tag = tag_of(d, "nack");
+  if (!tag.ok()) return tag.status();
+  if (Status s = conn_->lost(amqp_basic_nack(conn_->state(), kChannel, *tag, 0, 1), "basic.nack"); !s.ok()) return s;
+  return ++uncommitted_ >= kCommitEvery ? commit() : ok_status();
+}
+
+Status QueueSource::dead_letter(const Delivery& d, std::string_view reason, std::string_view detail) {
+  const Headers extra{{"reason", std::string(reason)}, {"detail", std::string(detail)}};
+  PublishProps props;
+  props.extra_headers = &extra;
+  return move(d, o_.dead_letter_queue, props);
+}
+
+Status QueueSource::move(const Delivery& d, const std::string& queue, const PublishProps& base) {
+  auto id = undecided_.find(d.handle);
+  PublishProps props = base;
+  if (id != undecided_.end()) props.message_id = id->second;  // empty: none
+  auto tag = tag_of(d, "publish");                            // forgets the message id
+  if (!tag.ok()) return tag.status();
+  const Headers own = own_headers(d);
+  props.headers = &own;
+  if (Status s = conn_->publish(queue, d.body, props); !s.ok()) return s;
+  if (Status s = conn_->lost(amqp_basic_ack(conn_->state(), kChannel, *tag, 0), "basic.ack"); !s.ok()) return s;
+  ++uncommitted_;
+  return commit();
+}
+
+Status QueueSource::commit() {
+  if (uncommitted_ == 0) return ok_status();
+  if (!conn_ || conn_->broken()) return unavailable("amqp: not connected to " + describe());
+  amqp_tx_commit(conn_->state(), kChannel);
+  if (Status s = conn_->check("tx.commit"); !s.ok()) return s;
+  uncommitted_ = 0;
+  return ok_status();
+}
+
+StatusOr<bool> QueueSource::drained() {
+  if (!buffered_.empty() || !undecided_.empty()) return false;
+  if (Status s = ready(prefetch_ != 0 ? prefetch_ : 1); !s.ok()) return s;
+  if (Status s = commit(); !s.ok()) return s;
+  std::uint32_t ready_messages = 0;
+  if (Status s = conn_->declare(o_.queue, true, amqp_empty_table, &ready_messages); !s.ok()) return s;
+  if (ready_messages > 0) return false;
+  for (Duration b = kMinRetryBucket; b <= kMaxRetryBucket; b *= 2) {
+    if (Status s = conn_->declare(retry_queue_name(o_.queue, b), true, amqp_empty_table, &ready_messages); !s.ok()) {
+      return s;
+    }
+    if (ready_messages > 0) return false;
+  }
+  // A delivery that arrived meanwhile (e.g. a retry just come back) is not lost.
+  auto r = receive(Duration(0));
+  if (!r.ok()) return r.status();
+  return !*r;
+}
+
+void QueueSource::close() {
+  if (conn_ && !conn_->broken()) (void)commit();
+  conn_.reset();
+  buffered_.clear();
+  undecided_.clear();
+}
+
+}  // namespace idem::rabbitmq::detail

@@ -1,0 +1,69 @@
+// The RabbitMQ MessageSource (rabbitmq_source.hpp). Not thread-safe: the runtime calls
+// it from its loop thread only.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "connection.hpp"
+#include "idem/rabbitmq_source.hpp"
+
+namespace idem::rabbitmq::detail {
+
+// The retry queue of `delay`: "<queue>.retry.<bucket>ms", bucket the smallest power of
+// two ≥ delay within [kMinRetryBucket, kMaxRetryBucket].
+Duration retry_bucket(Duration delay);
+std::string retry_queue_name(const std::string& queue, Duration bucket);
+
+class QueueSource final : public MessageSource {
+ public:
+  explicit QueueSource(Options o);
+
+  // Connects and declares the queues.
+  Status start();
+
+  Status fetch(std::size_t max, Duration timeout, std::vector<Delivery>& out) override;
+  Status ack(const Delivery& d) override;
+  Status retry(const Delivery& d, Duration delay) override;
+  Status dead_letter(const Delivery& d, std::string_view reason, std::string_view detail) override;
+  void hold(const Delivery& d) override { undecided_.erase(d.handle); }
+  StatusOr<bool> drained() override;
+  std::string describe() const override;
+  void close() override;
+
+ private:
+  Status connect();
+  Status declare_queues();
+  // Reconnects when the connection broke; starts consuming when it has not yet.
+  Status ready(std::size_t max);
+  Status start_consuming(std::size_t max);
+  // Receives one delivery into buffered_, waiting up to `timeout`. Returns false when
+  // none came in time.
+  StatusOr<bool> receive(Duration timeout);
+  Status handle_other_frame();
+  // The delivery tag of d when d came on the current connection, else kUnavailable.
+  StatusOr<std::uint64_t> tag_of(const Delivery& d, const char* what);
+  // Republishes d to `queue` and acks it, committed together.
+  Status move(const Delivery& d, const std::string& queue, const PublishProps& props);
+  Status commit();
+
+  Options o_;
+  std::shared_ptr<Clock> clock_;
+  spdlog::logger* log_;
+  std::unique_ptr<Connection> conn_;
+  std::uint64_t epoch_ = 0;  // which connection: the top 16 bits of a delivery's handle
+  bool was_connected_ = false;
+  bool consuming_ = false;
+  std::uint16_t prefetch_ = 0;
+  std::size_t uncommitted_ = 0;    // acks and nacks since the last commit
+  std::deque<Delivery> buffered_;  // received, not yet fetched
+  // Fetched and not decided nor held, on this connection: handle → AMQP message-id
+  // (empty: none).
+  std::unordered_map<std::uint64_t, std::string> undecided_;
+};
+
+}  // namespace idem::rabbitmq::detail

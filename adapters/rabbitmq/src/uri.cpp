@@ -1,0 +1,107 @@
+// amqp://[USER[:PASSWORD]@]HOST[:PORT][/VHOST]?queue=Q&… → Options.
+#include <charconv>
+
+#include "idem/rabbitmq_source.hpp"
+#include "idem/store_uri.hpp"
+
+namespace idem::rabbitmq {
+namespace {
+
+Status bad(const std::string& what) { return invalid_argument("amqp URI: " + what); }
+
+int hex(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// Percent-decodes `in` into *out; false on a bad escape.
+bool decode(std::string_view in, std::string* out) {
+  out->clear();
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    if (in[i] != '%') {
+      out->push_back(in[i]);
+      continue;
+    }
+    if (i + 2 >= in.size()) return false;
+    const int hi = hex(in[i + 1]), lo = hex(in[i + 2]);
+    if (hi < 0 || lo < 0) return false;
+    out->push_back(static_cast<char>(hi * 16 + lo));
+    i += 2;
+  }
+  return true;
+}
+
+// Reads "[USER[:PASSWORD]@]" off the front of `rest` into o.
+Status take_userinfo(std::string_view& rest, Options& o) {
+  const auto at = rest.rfind('@');
+  if (at == std::string_view::npos) return ok_status();
+  const std::string_view userinfo = rest.substr(0, at);
+  rest.remove_prefix(at + 1);
+  const auto colon = userinfo.find(':');
+  if (!decode(userinfo.substr(0, colon), &o.user)) return bad("bad %-escape in the user");
+  o.password.clear();
+  if (colon != std::string_view::npos && !decode(userinfo.substr(colon + 1), &o.password)) {
+    return bad("bad %-escape in the password");
+  }
+  if (o.user.empty()) return bad("empty user");
+  return ok_status();
+}
+
+Status take_host_port(std::string_view hostport, Options& o) {
+  const auto colon = hostport.rfind(':');
+  o.host = std::string(hostport.substr(0, colon));
+  if (o.host.empty()) return bad("no host");
+  if (colon == std::string_view::npos) return ok_status();
+  const std::string_view p = hostport.substr(colon + 1);
+  unsigned port = 0;
+  auto [end, ec] = std::from_chars(p.data(), p.data() + p.size(), port);
+  if (ec != std::errc{} || end != p.data() + p.size() || port == 0 || port > 65535) {
+    return bad("bad port \"" + std::string(p) + "\"");
+  }
+  o.port = static_cast<std::uint16_t>(port);
+  return ok_status();
+}
+
+Status take_params(const StoreUri& u, Options& o) {
+  if (Status s = u.check_params({"queue", "queue_type", "dlq", "prefetch", "connect_timeout_ms"}); !s.ok()) return s;
+  if (auto q = u.param("queue")) o.queue = *q;
+  if (o.queue.empty()) return bad("needs ?queue=NAME");
+  if (auto t = u.param("queue_type")) o.queue_type = *t;
+  if (o.queue_type != "classic" && o.queue_type != "quorum") return bad("queue_type must be classic or quorum");
+  if (auto d = u.param("dlq")) o.dead_letter_queue = *d;
+  auto prefetch = u.param_uint("prefetch", 0);
+  auto connect = u.param_uint("connect_timeout_ms", static_cast<std::uint64_t>(o.connect_timeout.count()));
+  for (const Status& s : {prefetch.status(), connect.status()})
+    if (!s.ok()) return s;
+  if (*prefetch > 65535) return bad("prefetch must be in 0..65535");
+  if (*connect == 0 || *connect > 3'600'000) return bad("connect_timeout_ms must be in 1..3600000");
+  o.prefetch = static_cast<std::uint16_t>(*prefetch);
+  o.connect_timeout = Duration(static_cast<std::int64_t>(*connect));
+  return ok_status();
+}
+
+}  // namespace
+
+StatusOr<Options> parse_uri(std::string_view uri) {
+  constexpr std::string_view kScheme = "amqp://";
+  if (uri.substr(0, kScheme.size()) != kScheme) return bad("want amqp://USER:PASSWORD@HOST:PORT/VHOST?queue=Q");
+  const auto q = uri.find('?');
+  // The parameters only: the rest is split here, before any decoding.
+  auto u = StoreUri::parse("amqp:" + std::string(q == std::string_view::npos ? "" : uri.substr(q)));
+  if (!u.ok()) return bad("malformed parameters");
+  std::string_view rest =
+      uri.substr(kScheme.size(), q == std::string_view::npos ? std::string_view::npos : q - kScheme.size());
+  Options o;
+  if (Status s = take_userinfo(rest, o); !s.ok()) return s;
+  const auto slash = rest.find('/');
+  if (Status s = take_host_port(rest.substr(0, slash), o); !s.ok()) return s;
+  if (slash != std::string_view::npos && slash + 1 < rest.size()) {
+    if (!decode(rest.substr(slash + 1), &o.vhost)) return bad("bad %-escape in the vhost");
+  }
+  if (Status s = take_params(*u, o); !s.ok()) return s;
+  return o;
+}
+
+}  // namespace idem::rabbitmq

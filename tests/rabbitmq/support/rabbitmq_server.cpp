@@ -1,0 +1,284 @@
+#include "support/rabbitmq_server.hpp"
+
+#include <amqp.h>
+#include <amqp_tcp_socket.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <random>
+#include <thread>
+
+extern char** environ;
+
+namespace idem::rabbitmq_test {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kServer = "/usr/lib/rabbitmq/bin/rabbitmq-server";
+constexpr const char* kEpmd = "/usr/bin/epmd";
+
+bool port_free(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return false;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_ANY);
+  a.sin_port = htons(static_cast<std::uint16_t>(port));
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  ::close(fd);
+  return ok;
+}
+
+bool accepts(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return false;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<std::uint16_t>(port));
+  const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  ::close(fd);
+  return ok;
+}
+
+std::uint16_t free_port() {
+  static std::mt19937 rng(static_cast<unsigned>(::getpid()) ^
+                          static_cast<unsigned>(std::chrono::steady_clock::now().time_since_epoch().count()));
+  for (int i = 0; i < 1000; ++i) {
+    const int p = 30000 + static_cast<int>(rng() % 20000);
+    if (port_free(p)) return static_cast<std::uint16_t>(p);
+  }
+  return 0;
+}
+
+// fork + execve(path, argv, this environment + `env`), the child killed when this
+// process dies, its output appended to `out`.
+pid_t spawn(const char* path, const std::vector<std::string>& argv, const std::vector<std::string>& env,
+            const fs::path& out) {
+  std::vector<std::string> envs(env);
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string entry(*e);
+    const std::string key = entry.substr(0, entry.find('=') + 1);
+    bool overridden = false;
+    for (const auto& mine : env) overridden = overridden || mine.rfind(key, 0) == 0;
+    if (!overridden) envs.push_back(entry);
+  }
+  std::vector<char*> args, envp;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  for (const auto& e : envs) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid != 0) return pid;
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != parent) ::_exit(127);
+  const int in = ::open("/dev/null", O_RDONLY);
+  if (in >= 0) ::dup2(in, 0);
+  const int fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  if (fd >= 0) {
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+  }
+  ::execve(path, args.data(), envp.data());
+  ::_exit(127);
+}
+
+void reap(pid_t pid, int sig) {
+  if (pid <= 0) return;
+  ::kill(pid, sig);
+  ::waitpid(pid, nullptr, 0);
+}
+
+// A logged-in AMQP connection with channel 1 open, for the checks below.
+class Amqp {
+ public:
+  explicit Amqp(std::uint16_t port) : c_(amqp_new_connection()) {
+    amqp_socket_t* s = amqp_tcp_socket_new(c_);
+    timeval tv{1, 0};
+    if (s == nullptr || amqp_socket_open_noblock(s, "127.0.0.1", port, &tv) != AMQP_STATUS_OK) return;
+    amqp_set_handshake_timeout(c_, &tv);
+    if (amqp_login(c_, "/", 0, 131072, 0, AMQP_SASL_METHOD_PLAIN, "guest", "guest").reply_type !=
+        AMQP_RESPONSE_NORMAL) {
+      return;
+    }
+    amqp_channel_open(c_, 1);
+    ok_ = amqp_get_rpc_reply(c_).reply_type == AMQP_RESPONSE_NORMAL;
+  }
+  ~Amqp() {
+    if (ok_) {
+      amqp_channel_close(c_, 1, AMQP_REPLY_SUCCESS);
+      amqp_connection_close(c_, AMQP_REPLY_SUCCESS);
+    }
+    amqp_destroy_connection(c_);
+  }
+  bool ok() const { return ok_; }
+  amqp_connection_state_t get() { return c_; }
+
+ private:
+  amqp_connection_state_t c_;
+  bool ok_ = false;
+};
+
+std::string text(amqp_bytes_t b) {
+  return b.len == 0 ? std::string() : std::string(static_cast<char*>(b.bytes), b.len);
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<RabbitServer>> RabbitServer::start() {
+  static std::atomic<int> counter{0};
+  std::unique_ptr<RabbitServer> s(new RabbitServer());
+  const std::string tag = std::to_string(::getpid()) + "-" + std::to_string(counter.fetch_add(1));
+  s->dir_ = fs::temp_directory_path() / ("idem-rabbitmq-" + tag);
+  s->node_ = "idem-" + tag + "@localhost";
+  fs::remove_all(s->dir_);
+  fs::create_directories(s->dir_ / "home");
+  std::ofstream(s->dir_ / "enabled_plugins") << "[].\n";
+  Status last = unavailable("no free ports");
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    s->port_ = free_port();
+    s->dist_port_ = free_port();
+    s->epmd_port_ = free_port();
+    if (s->port_ == 0 || s->dist_port_ == 0 || s->epmd_port_ == 0 || s->port_ == s->dist_port_) continue;
+    reap(s->epmd_pid_, SIGKILL);
+    if (last = s->start_epmd(); !last.ok()) continue;
+    if (last = s->launch(); last.ok()) return s;
+  }
+  return last;
+}
+
+RabbitServer& RabbitServer::shared() {
+  static std::unique_ptr<RabbitServer> server = [] {
+    auto s = start();
+    if (!s.ok()) {
+      std::fprintf(stderr, "cannot start rabbitmq-server: %s\n", s.status().to_string().c_str());
+      std::abort();
+    }
+    return std::move(s).value();
+  }();
+  return *server;
+}
+
+RabbitServer::~RabbitServer() {
+  kill();
+  reap(epmd_pid_, SIGKILL);
+  std::error_code ec;
+  fs::remove_all(dir_, ec);
+}
+
+std::string RabbitServer::uri(const std::string& queue) const {
+  return "amqp://guest:guest@127.0.0.1:" + std::to_string(port_) + "/%2F?queue=" + queue;
+}
+
+// The node's epmd, a child of this process (the node would otherwise start one that
+// outlives the test), on a private port so nodes of other tests never meet it.
+Status RabbitServer::start_epmd() {
+  epmd_pid_ =
+      spawn(kEpmd, {kEpmd, "-port", std::to_string(epmd_port_), "-address", "127.0.0.1"}, {}, dir_ / "epmd.log");
+  if (epmd_pid_ < 0) return unavailable("fork failed");
+  for (int i = 0; i < 200; ++i) {
+    if (accepts(epmd_port_)) return ok_status();
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return unavailable("epmd did not listen on port " + std::to_string(epmd_port_));
+}
+
+Status RabbitServer::launch() {
+  const std::string d = dir_.string();
+  // RABBITMQ_ALLOW_INPUT makes the start script exec the VM (the PID is the node's own);
+  // -noinput keeps it from reading stdin.
+  const std::vector<std::string> env = {"HOME=" + d + "/home",
+                                        "RABBITMQ_NODENAME=" + node_,
+                                        "RABBITMQ_NODE_IP_ADDRESS=127.0.0.1",
+                                        "RABBITMQ_NODE_PORT=" + std::to_string(port_),
+                                        "RABBITMQ_DIST_PORT=" + std::to_string(dist_port_),
+                                        "ERL_EPMD_PORT=" + std::to_string(epmd_port_),
+                                        "RABBITMQ_MNESIA_BASE=" + d + "/mnesia",
+                                        "RABBITMQ_LOG_BASE=" + d + "/log",
+                                        "RABBITMQ_ENABLED_PLUGINS_FILE=" + d + "/enabled_plugins",
+                                        "RABBITMQ_CONFIG_FILE=" + d + "/rabbitmq",
+                                        "RABBITMQ_ALLOW_INPUT=1",
+                                        "RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS=-noinput"};
+  pid_ = spawn(kServer, {kServer}, env, dir_ / "stdout.log");
+  if (pid_ < 0) return unavailable("fork failed");
+  Status s = wait_ready(60'000);
+  if (!s.ok()) kill();
+  return s;
+}
+
+Status RabbitServer::wait_ready(int timeout_ms) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (::waitpid(pid_, nullptr, WNOHANG) == pid_) {
+      pid_ = -1;
+      return unavailable("rabbitmq-server " + node_ + " exited at start (see " + dir_.string() + "/log)");
+    }
+    if (accepts(port_) && Amqp(port_).ok()) return ok_status();
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return unavailable("rabbitmq-server " + node_ + " not ready within " + std::to_string(timeout_ms) + " ms");
+}
+
+void RabbitServer::kill() {
+  reap(pid_, SIGKILL);
+  pid_ = -1;
+}
+
+void RabbitServer::stop() {
+  reap(pid_, SIGTERM);
+  pid_ = -1;
+}
+
+Status RabbitServer::restart() {
+  kill();
+  return launch();
+}
+
+StatusOr<std::uint32_t> RabbitServer::ready(const std::string& queue) const {
+  Amqp a(port_);
+  if (!a.ok()) return unavailable("cannot connect to the node");
+  auto* ok = amqp_queue_declare(a.get(), 1, amqp_cstring_bytes(queue.c_str()), 1, 0, 0, 0, amqp_empty_table);
+  if (ok == nullptr) return not_found("no queue " + queue);
+  return ok->message_count;
+}
+
+StatusOr<std::vector<Message>> RabbitServer::take_all(const std::string& queue) const {
+  Amqp a(port_);
+  if (!a.ok()) return unavailable("cannot connect to the node");
+  std::vector<Message> out;
+  for (;;) {
+    amqp_rpc_reply_t r = amqp_basic_get(a.get(), 1, amqp_cstring_bytes(queue.c_str()), 1);
+    if (r.reply_type != AMQP_RESPONSE_NORMAL) return unavailable("basic.get " + queue + " failed");
+    if (r.reply.id != AMQP_BASIC_GET_OK_METHOD) return out;  // get-empty
+    amqp_message_t m;
+    if (amqp_read_message(a.get(), 1, &m, 0).reply_type != AMQP_RESPONSE_NORMAL) return unavailable("read failed");
+    Message msg;
+    msg.body = text(m.body);
+    if (m.properties._flags & AMQP_BASIC_MESSAGE_ID_FLAG) msg.message_id = text(m.properties.message_id);
+    if (m.properties._flags & AMQP_BASIC_HEADERS_FLAG) {
+      for (int i = 0; i < m.properties.headers.num_entries; ++i) {
+        const amqp_table_entry_t& e = m.properties.headers.entries[i];
+        if (e.value.kind == AMQP_FIELD_KIND_UTF8 || e.value.kind == AMQP_FIELD_KIND_BYTES) {
+          msg.headers[text(e.key)] = text(e.value.value.bytes);
+        }
+      }
+    }
+    amqp_destroy_message(&m);
+    out.push_back(std::move(msg));
+    amqp_maybe_release_buffers(a.get());
+  }
+}
+
+}  // namespace idem::rabbitmq_test
