@@ -6,6 +6,9 @@
 #ifdef IDEM_TOOL_WITH_REDIS_STREAMS
 #include "idem/redis_stream_source.hpp"
 #endif
+#ifdef IDEM_TOOL_WITH_RABBITMQ
+#include "idem/rabbitmq_source.hpp"
+#endif
 
 namespace idem::cli {
 namespace {
@@ -33,6 +36,13 @@ StatusOr<std::unique_ptr<MessageSource>> open_source(const std::string& uri, con
     return redis_streams::open(*std::move(o));
   }
 #endif
+#ifdef IDEM_TOOL_WITH_RABBITMQ
+  if (has_scheme(uri, "amqp")) {
+    auto o = rabbitmq::parse_uri(uri);
+    if (!o.ok()) return o.status();
+    return rabbitmq::open(*std::move(o));
+  }
+#endif
   (void)settings;
   return unknown_scheme(uri);
 }
@@ -45,6 +55,13 @@ StatusOr<std::unique_ptr<Publisher>> open_publisher(const std::string& uri) {
     return redis_streams::open_publisher(*o);
   }
 #endif
+#ifdef IDEM_TOOL_WITH_RABBITMQ
+  if (has_scheme(uri, "amqp")) {
+    auto o = rabbitmq::parse_uri(uri);
+    if (!o.ok()) return o.status();
+    return rabbitmq::open_publisher(*o);
+  }
+#endif
   return unknown_scheme(uri);
 }
 
@@ -52,6 +69,9 @@ std::string broker_uri_help() {
   std::string help;
 #ifdef IDEM_TOOL_WITH_REDIS_STREAMS
   help += "  redis-stream://[[USER:]PASSWORD@]HOST:PORT/STREAM?group=G[&consumer=NAME][&db=N]\n";
+#endif
+#ifdef IDEM_TOOL_WITH_RABBITMQ
+  help += "  amqp://USER:PASSWORD@HOST:PORT/VHOST?queue=Q[&queue_type=quorum][&prefetch=N]  (%2F: vhost /)\n";
 #endif
   return help;
 }
