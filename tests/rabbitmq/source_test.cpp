@@ -92,6 +92,23 @@ TEST_F(QueueSourceTest, PrefetchIsTheFirstFetchsMax) {
   EXPECT_EQ(*server().ready("prefetch"), 3u);
 }
 
+TEST_F(QueueSourceTest, AcksAroundAnUnsettledDeliveryLeaveItWithTheBroker) {
+  const Options o = options("coalesce");
+  publish(o, {"a", "b", "c", "d", "e", "f"});
+  auto src = source(o);
+  auto got = fetch_n(*src, 6, Duration(2000));
+  ASSERT_EQ(got.size(), 6u);
+  for (int i : {0, 1, 3, 4}) ASSERT_TRUE(src->ack(got[i]).ok());
+  src->hold(got[5]);
+  EXPECT_FALSE(*src->drained());  // commits; c is undecided
+  src->close();
+  auto left = server().take_all("coalesce");
+  ASSERT_TRUE(left.ok());
+  ASSERT_EQ(left->size(), 2u);
+  EXPECT_EQ(left->at(0).body, "c");
+  EXPECT_EQ(left->at(1).body, "f");
+}
+
 TEST_F(QueueSourceTest, RetryWithoutDelayRequeuesItRedelivered) {
   const Options o = options("nack");
   publish(o, {"m"});

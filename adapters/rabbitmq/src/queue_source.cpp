@@ -69,6 +69,8 @@ Status QueueSource::connect() {
   uncommitted_ = 0;
   buffered_.clear();  // the broker requeues them with the old channel
   undecided_.clear();
+  unsettled_.clear();
+  acks_.clear();
   auto c = Connection::open(o_);
   if (!c.ok()) {
     if (was_connected_ && log_) log_->warn("idem: {} lost its connection: {}", describe(), c.status().to_string());
@@ -130,16 +132,20 @@ Status QueueSource::start_consuming(std::size_t max) {
   return ok_status();
 }
 
+// Commits the acks and nacks decided so far only before it would wait (the broker
+// counts uncommitted acks against the prefetch) or once kCommitEvery are waiting:
+// while deliveries flow, one commit serves many.
 Status QueueSource::fetch(std::size_t max, Duration timeout, std::vector<Delivery>& out) {
   if (Status s = ready(max); !s.ok()) return s;
-  if (Status s = commit(); !s.ok()) return s;
   std::size_t got = 0;
   const TimePoint deadline = clock_->now() + timeout;
   while (got < max) {
     if (buffered_.empty()) {
-      const Duration left =
-          got > 0 ? Duration(0) : std::max(Duration(0), std::chrono::duration_cast<Duration>(deadline - clock_->now()));
-      auto r = receive(left);
+      auto r = receive(Duration(0));
+      if (r.ok() && !*r && got == 0) {
+        if (Status s = commit(); !s.ok()) return s;
+        r = receive(std::max(Duration(0), std::chrono::duration_cast<Duration>(deadline - clock_->now())));
+      }
       if (!r.ok()) return got > 0 ? ok_status() : r.status();
       if (!*r) break;
       continue;
@@ -172,6 +178,7 @@ StatusOr<bool> QueueSource::receive(Duration timeout) {
   const amqp_basic_properties_t& p = env.message.properties;
   if (p._flags & AMQP_BASIC_HEADERS_FLAG) d.headers = table_to_headers(p.headers);
   d.delivery_count = delivery_count(d.headers, env.redelivered != 0);
+  unsettled_.insert(env.delivery_tag);
   undecided_[d.handle] = (p._flags & AMQP_BASIC_MESSAGE_ID_FLAG) ? to_string(p.message_id) : std::string();
   amqp_destroy_envelope(&env);
   buffered_.push_back(std::move(d));
@@ -211,11 +218,45 @@ StatusOr<std::uint64_t> QueueSource::tag_of(const Delivery& d, const char* what)
   return d.handle & kTagMask;
 }
 
+// Sends one settling frame for `tag` (basic.ack or basic.nack with requeue).
+Status QueueSource::settle(std::uint64_t tag, bool requeue) {
+  unsettled_.erase(tag);
+  const int s =
+      requeue ? amqp_basic_nack(conn_->state(), kChannel, tag, 0, 1) : amqp_basic_ack(conn_->state(), kChannel, tag, 0);
+  return conn_->lost(s, requeue ? "basic.nack" : "basic.ack");
+}
+
+// Acks wait here for the commit (see flush_acks()).
 Status QueueSource::ack(const Delivery& d) {
   auto tag = tag_of(d, "ack");
   if (!tag.ok()) return tag.status();
-  if (Status s = conn_->lost(amqp_basic_ack(conn_->state(), kChannel, *tag, 0), "basic.ack"); !s.ok()) return s;
+  acks_.push_back(*tag);
   return ++uncommitted_ >= kCommitEvery ? commit() : ok_status();
+}
+
+// The acks below the lowest delivery still unsettled (undecided or held) go as one
+// basic.ack with `multiple`; the rest one by one.
+Status QueueSource::flush_acks() {
+  if (acks_.empty()) return ok_status();
+  std::sort(acks_.begin(), acks_.end());
+  std::size_t i = 0;
+  auto pending = unsettled_.begin();
+  while (i < acks_.size() && pending != unsettled_.end() && *pending == acks_[i]) {
+    ++i;  // every unsettled tag so far is an ack waiting here
+    ++pending;
+  }
+  if (i > 1) {
+    const std::uint64_t upto = acks_[i - 1];
+    unsettled_.erase(unsettled_.begin(), pending);
+    if (Status s = conn_->lost(amqp_basic_ack(conn_->state(), kChannel, upto, 1), "basic.ack"); !s.ok()) return s;
+  } else {
+    i = 0;
+  }
+  for (; i < acks_.size(); ++i) {
+    if (Status s = settle(acks_[i], false); !s.ok()) return s;
+  }
+  acks_.clear();
+  return ok_status();
 }
 
 Status QueueSource::retry(const Delivery& d, Duration delay) {
@@ -226,7 +267,7 @@ Status QueueSource::retry(const Delivery& d, Duration delay) {
   }
   auto tag = tag_of(d, "nack");
   if (!tag.ok()) return tag.status();
-  if (Status s = conn_->lost(amqp_basic_nack(conn_->state(), kChannel, *tag, 0, 1), "basic.nack"); !s.ok()) return s;
+  if (Status s = settle(*tag, true); !s.ok()) return s;
   return ++uncommitted_ >= kCommitEvery ? commit() : ok_status();
 }
 
@@ -246,7 +287,7 @@ Status QueueSource::move(const Delivery& d, const std::string& queue, const Publ
   const Headers own = own_headers(d);
   props.headers = &own;
   if (Status s = conn_->publish(queue, d.body, props); !s.ok()) return s;
-  if (Status s = conn_->lost(amqp_basic_ack(conn_->state(), kChannel, *tag, 0), "basic.ack"); !s.ok()) return s;
+  if (Status s = settle(*tag, false); !s.ok()) return s;
   ++uncommitted_;
   return commit();
 }
@@ -254,6 +295,7 @@ Status QueueSource::move(const Delivery& d, const std::string& queue, const Publ
 Status QueueSource::commit() {
   if (uncommitted_ == 0) return ok_status();
   if (!conn_ || conn_->broken()) return unavailable("amqp: not connected to " + describe());
+  if (Status s = flush_acks(); !s.ok()) return s;
   amqp_tx_commit(conn_->state(), kChannel);
   if (Status s = conn_->check("tx.commit"); !s.ok()) return s;
   uncommitted_ = 0;

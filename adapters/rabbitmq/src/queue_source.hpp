@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -47,6 +48,8 @@ class QueueSource final : public MessageSource {
   Status handle_other_frame();
   // The delivery tag of d when d came on the current connection, else kUnavailable.
   StatusOr<std::uint64_t> tag_of(const Delivery& d, const char* what);
+  Status settle(std::uint64_t tag, bool requeue);
+  Status flush_acks();
   // Republishes d to `queue` and acks it, committed together.
   Status move(const Delivery& d, const std::string& queue, const PublishProps& props);
   Status commit();
@@ -59,8 +62,10 @@ class QueueSource final : public MessageSource {
   bool was_connected_ = false;
   bool consuming_ = false;
   std::uint16_t prefetch_ = 0;
-  std::size_t uncommitted_ = 0;    // acks and nacks since the last commit
-  std::deque<Delivery> buffered_;  // received, not yet fetched
+  std::set<std::uint64_t> unsettled_;  // delivery tags received and neither acked nor nacked
+  std::vector<std::uint64_t> acks_;    // acked, not yet sent (see flush_acks())
+  std::size_t uncommitted_ = 0;        // acks and nacks since the last commit
+  std::deque<Delivery> buffered_;      // received, not yet fetched
   // Fetched and not decided nor held, on this connection: handle → AMQP message-id
   // (empty: none).
   std::unordered_map<std::uint64_t, std::string> undecided_;
