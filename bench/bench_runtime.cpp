@@ -13,6 +13,10 @@
 // (`sqlite_txn_floor`: the floor of a per-message transactional commit), and one
 // transaction per batch with a savepoint, lookup, dedup row and effect row per message
 // (`sqlite_batch_floor`: the floor of a transactional batch).
+// RabbitMQ rows, when the adapter is built (a private node this program starts): a
+// plain rabbitmq-c consumer with the same prefetch that only acks, one multiple ack per
+// batch (`plain_amqp`), and idem's runtime with the RabbitMQ source and the same
+// transactional SQLite consumer (`idem_amqp`).
 //
 // Exit status: 0; 3 with --strict when a target failed; 2 when the run cannot go on.
 #include <CLI/CLI.hpp>
@@ -115,7 +119,7 @@ struct Target {
   double min;
 };
 
-int run(std::size_t n, std::size_t cpu_n, std::size_t stream_n, std::size_t batch, bool strict, bool redis) {
+int run(std::size_t n, std::size_t cpu_n, std::size_t stream_n, std::size_t batch, bool strict, bool redis, bool amqp) {
   std::vector<Row> rows;
   const auto ids = make_ids(n, "orders-");
   rows.push_back({"consumer", "Consumer::process, memory store, no-op, 1 thread", consumer_alone(ids)});
@@ -134,6 +138,14 @@ int run(std::size_t n, std::size_t cpu_n, std::size_t stream_n, std::size_t batc
     targets.push_back({"idem_stream", "sqlite_batch_floor", 0.0});
     targets.push_back({"sqlite_batch_floor", "plain_stream", 0.0});
   }
+#ifdef IDEM_BENCH_WITH_RABBITMQ
+  if (amqp) {
+    if (!rabbitmq_rows(stream_n, batch, rows)) return 2;
+    targets.push_back({"idem_amqp", "plain_amqp", 0.7});
+  }
+#else
+  (void)amqp;
+#endif
   std::map<std::string, double> by_name;
   std::printf("%-18s %14s  %s\n", "row", "msgs/s", "what");
   for (const Row& r : rows) {
@@ -161,13 +173,14 @@ int run(std::size_t n, std::size_t cpu_n, std::size_t stream_n, std::size_t batc
 int main(int argc, char** argv) {
   CLI::App app("idem_bench_runtime: the consumer runtime against Consumer::process and a plain stream loop");
   std::size_t n = 1'000'000, cpu_n = 50'000, stream_n = 100'000, batch = 100;
-  bool strict = false, no_redis = false;
+  bool strict = false, no_redis = false, no_amqp = false;
   app.add_option("--messages", n, "Messages of the memory rows")->capture_default_str();
   app.add_option("--cpu-messages", cpu_n, "Messages of the 20 us handler rows")->capture_default_str();
-  app.add_option("--stream-messages", stream_n, "Messages of the Redis Streams rows")->capture_default_str();
+  app.add_option("--stream-messages", stream_n, "Messages of the Redis Streams and RabbitMQ rows")->capture_default_str();
   app.add_option("--batch", batch, "Batch of the stream rows (XREADGROUP COUNT, process_batch)")->capture_default_str();
   app.add_flag("--strict", strict, "exit 3 if a target fails");
   app.add_flag("--no-redis", no_redis, "skip the Redis Streams rows");
+  app.add_flag("--no-amqp", no_amqp, "skip the RabbitMQ rows");
   CLI11_PARSE(app, argc, argv);
-  return idem::bench::run(n, cpu_n, stream_n, batch, strict, !no_redis);
+  return idem::bench::run(n, cpu_n, stream_n, batch, strict, !no_redis, !no_amqp);
 }

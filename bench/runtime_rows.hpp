@@ -42,4 +42,9 @@ inline double rate(std::size_t n, Clock::duration d) {
 // stderr) when the run cannot go on.
 bool stream_rows(std::size_t n, std::size_t batch, std::vector<Row>& rows);
 
+// Starts a private RabbitMQ node and appends the rows plain_amqp and idem_amqp over n
+// messages. Built when the RabbitMQ adapter is (IDEM_BENCH_WITH_RABBITMQ). Returns
+// false (after saying why on stderr) when the run cannot go on.
+bool rabbitmq_rows(std::size_t n, std::size_t batch, std::vector<Row>& rows);
+
 }  // namespace idem::bench

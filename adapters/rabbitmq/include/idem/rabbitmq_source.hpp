@@ -17,8 +17,10 @@
 //                `detail`, then basic.ack
 //   hold         nothing: the message stays unacknowledged until this source's channel
 //                closes (close(), a crash, a lost connection); then the broker requeues it
-// Acks and nacks are committed (tx.commit) before the next fetch, in drained() and in
-// close(); retry(d>0) and dead_letter commit at once, so their publish and their ack take
+// Acks wait for the commit, where those below the lowest delivery still unsettled go
+// as one basic.ack (multiple). Acks and nacks are committed (tx.commit) when a fetch
+// would wait for the broker, once 256 are waiting, in drained() and in close();
+// retry(d>0) and dead_letter commit at once, so their publish and their ack take
 // effect together or not at all — a consumer killed before the commit leaves the
 // message unacknowledged and the broker redelivers it; nothing was published.
 // The delivery count: the quorum queue header `x-delivery-count` + 1 when present, else

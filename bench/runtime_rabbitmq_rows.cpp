@@ -1,0 +1,118 @@
+// The RabbitMQ rows of idem_bench_runtime (see bench_runtime.cpp).
+#include <amqp.h>
+#include <amqp_tcp_socket.h>
+#include <sqlite3.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "idem/rabbitmq_source.hpp"
+#include "idem/sqlite_store.hpp"
+#include "runtime_rows.hpp"
+#include "support/rabbitmq_server.hpp"
+
+namespace idem::bench {
+namespace {
+
+// basic.consume with manual acks and basic.qos `prefetch`; one basic.ack (multiple) per
+// `batch` messages until n; no dedup.
+double plain_loop(int port, const std::string& queue, std::size_t n, std::size_t batch, std::uint16_t prefetch) {
+  amqp_connection_state_t c = amqp_new_connection();
+  amqp_socket_t* s = amqp_tcp_socket_new(c);
+  if (amqp_socket_open(s, "127.0.0.1", port) != AMQP_STATUS_OK) return 0;
+  amqp_login(c, "/", 0, 131072, 0, AMQP_SASL_METHOD_PLAIN, "guest", "guest");
+  amqp_channel_open(c, 1);
+  amqp_basic_qos(c, 1, 0, prefetch, 0);
+  amqp_basic_consume(c, 1, amqp_cstring_bytes(queue.c_str()), amqp_empty_bytes, 0, 0, 0, amqp_empty_table);
+  std::size_t got = 0;
+  const auto t0 = Clock::now();
+  while (got < n) {
+    amqp_maybe_release_buffers(c);
+    amqp_envelope_t env;
+    timeval tv{5, 0};
+    if (amqp_consume_message(c, &env, &tv, 0).reply_type != AMQP_RESPONSE_NORMAL) break;
+    ++got;
+    if (got % batch == 0 || got == n) amqp_basic_ack(c, 1, env.delivery_tag, 1);
+    amqp_destroy_envelope(&env);
+  }
+  const double r = rate(got, Clock::now() - t0);
+  amqp_channel_close(c, 1, AMQP_REPLY_SUCCESS);
+  amqp_connection_close(c, AMQP_REPLY_SUCCESS);
+  amqp_destroy_connection(c);
+  return r;
+}
+
+double idem_loop(const rabbitmq::Options& ro, std::size_t n, std::size_t batch, const std::string& db) {
+  sqlite3* raw = nullptr;
+  sqlite3_open(db.c_str(), &raw);
+  sqlite3_exec(raw, "CREATE TABLE effects(seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL, at_ms INTEGER)",
+               nullptr, nullptr, nullptr);
+  sqlite3_close(raw);
+  sqlite::Options so;
+  so.path = db;
+  ConsumerOptions o;
+  o.store = sqlite::open(so).value();
+  o.transactional = true;
+  o.latency_metrics = false;
+  auto stmt = std::make_shared<sqlite3_stmt*>(nullptr);
+  auto c = Consumer<Msg>::create(o, extractors(), [stmt](const Msg& m, HandlerContext& ctx) {
+    if (*stmt == nullptr) {
+      sqlite3_prepare_v2(sqlite::connection(ctx), "INSERT INTO effects(id, at_ms) VALUES(?1, 0)", -1, stmt.get(),
+                         nullptr);
+    }
+    sqlite3_stmt* st = *stmt;
+    sqlite3_bind_text(st, 1, m.id.data(), static_cast<int>(m.id.size()), SQLITE_STATIC);
+    const int rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    return rc == SQLITE_DONE ? HandlerResult::ok() : HandlerResult::fail("insert");
+  });
+  auto src = rabbitmq::open(ro).value();
+  RuntimeOptions rto;
+  rto.workers = 2;
+  rto.batch = batch;
+  rto.max_messages = n;
+  auto rt = Runtime<Msg>::create(rto, *src, *c, decode).value();
+  const auto t0 = Clock::now();
+  (void)rt->run();
+  const double r = rate(n, Clock::now() - t0);
+  src->close();
+  sqlite3_finalize(*stmt);
+  return r;
+}
+
+}  // namespace
+
+bool rabbitmq_rows(std::size_t n, std::size_t batch, std::vector<Row>& rows) {
+  auto server = rabbitmq_test::RabbitServer::start();
+  if (!server.ok()) {
+    std::fprintf(stderr, "cannot start rabbitmq-server: %s\n", server.status().to_string().c_str());
+    return false;
+  }
+  constexpr std::uint16_t kPrefetch = 1000;
+  std::vector<OutgoingMessage> bodies;
+  for (std::size_t i = 0; i < n; ++i) bodies.push_back({.body = "msg-" + std::to_string(i)});
+  rabbitmq::Options ro = rabbitmq::parse_uri((*server)->uri("x")).value();
+  ro.prefetch = kPrefetch;
+  for (const char* queue : {"plain", "idem"}) {
+    ro.queue = queue;
+    auto p = rabbitmq::open_publisher(ro);
+    if (!p.ok() || !(*p)->publish(bodies).ok()) {
+      std::fprintf(stderr, "cannot publish to %s\n", queue);
+      return false;
+    }
+  }
+  const auto dir = std::filesystem::temp_directory_path() / ("idem-bench-amqp-" + std::to_string((*server)->port()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  rows.push_back({"plain_amqp", "basic.consume, prefetch 1000, one basic.ack (multiple) per b, no dedup",
+                  plain_loop((*server)->port(), "plain", n, batch, kPrefetch)});
+  ro.queue = "idem";
+  rows.push_back({"idem_amqp", "runtime, RabbitMQ source (prefetch 1000), SQLite transactional, 2 workers, batch b",
+                  idem_loop(ro, n, batch, (dir / "idem.db").string())});
+  std::filesystem::remove_all(dir);
+  return true;
+}
+
+}  // namespace idem::bench
