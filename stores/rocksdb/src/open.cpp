@@ -7,6 +7,8 @@
 #include <rocksdb/table.h>
 
 #include <algorithm>
+#include <cstdarg>
+#include <cstdio>
 #include <filesystem>
 #include <set>
 
@@ -22,9 +24,34 @@ using detail::kEntitiesCf;
 using detail::kMetaCf;
 using detail::kRetriesCf;
 
+// RocksDB's info log, appended to <path>/LOG. It takes the place of RocksDB's own
+// file logger, whose file writer asserts (aborting the process in builds with
+// assertions, such as Debian's) on the first line logged after a write of the log
+// failed, e.g. on a full disk: a line that cannot be written is dropped instead. The
+// file is created with the first line, so an open that fails early leaves none.
+class InfoLogFile : public ::rocksdb::Logger {
+ public:
+  InfoLogFile(std::string path, ::rocksdb::InfoLogLevel level) : ::rocksdb::Logger(level), path_(std::move(path)) {}
+  ~InfoLogFile() override {
+    if (file_ != nullptr) std::fclose(file_);
+  }
+  using ::rocksdb::Logger::Logv;
+  void Logv(const char* format, va_list ap) override {
+    if (file_ == nullptr) file_ = std::fopen(path_.c_str(), "a");
+    if (file_ == nullptr) return;
+    std::vfprintf(file_, format, ap);
+    std::fputc('\n', file_);
+    if (std::fflush(file_) != 0) std::clearerr(file_);
+  }
+
+ private:
+  const std::string path_;
+  std::FILE* file_ = nullptr;
+};
+
 constexpr std::size_t kMiB = 1024 * 1024;
-constexpr double kMemtableBloomRatio = 0.1;  // share of the memtable for its Bloom filter
-constexpr std::size_t kEntityHashPrefix = 64;   // idem_entities memtable: bytes of the key hashed
+constexpr double kMemtableBloomRatio = 0.1;      // share of the memtable for its Bloom filter
+constexpr std::size_t kEntityHashPrefix = 64;    // idem_entities memtable: bytes of the key hashed
 constexpr std::size_t kEntityBuckets = 1 << 16;  // idem_entities memtable: hash buckets
 
 std::string quoted(const std::string& p) { return "\"" + p + "\""; }
@@ -79,6 +106,7 @@ StatusOr<std::shared_ptr<Store>> open(const Options& o) {
   dbo.max_background_jobs = 2;
   dbo.keep_log_file_num = 4;
   dbo.info_log_level = ::rocksdb::InfoLogLevel::WARN_LEVEL;
+  dbo.info_log = std::make_shared<InfoLogFile>((fs::path(o.path) / "LOG").string(), dbo.info_log_level);
   // Required by inplace_update_support (idem_entities, below). The memtable inserts
   // of a write group are then made by its leader alone: measured no slower for
   // dedup with 4 writer threads.
