@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "redis_streams/stream_broker.hpp"
 #include "support/consume_kills.hpp"
 #include "support/redis_server.hpp"
 #include "support/temp_dir.hpp"
@@ -22,44 +23,8 @@ using consume_kills::read_effects;
 using consume_kills::spawn_idem;
 using consume_kills::wait_exit;
 using redis_test::RedisServer;
-
-// The values of `field` in every entry of an XRANGE reply.
-std::multiset<std::string> field_values(const RedisServer& server, const std::string& stream,
-                                        const std::string& field) {
-  auto range = server.command({"XRANGE", stream, "-", "+"});
-  EXPECT_TRUE(range.ok());
-  std::multiset<std::string> out;
-  if (!range.ok()) return out;
-  for (const auto& entry : range->elements) {
-    const auto& fields = entry.elements.at(1).elements;
-    for (std::size_t i = 0; i + 1 < fields.size(); i += 2)
-      if (fields[i].str == field) out.insert(fields[i + 1].str);
-  }
-  return out;
-}
-
-class StreamBroker final : public consume_kills::Broker {
- public:
-  explicit StreamBroker(const RedisServer& server) : server_(server) {}
-
-  std::string source_uri(const std::string& topic, const std::string& group) override {
-    return publish_uri(topic) + "?group=" + group;
-  }
-  std::string publish_uri(const std::string& topic) override {
-    return "redis-stream://127.0.0.1:" + std::to_string(server_.port()) + "/" + topic;
-  }
-  std::multiset<std::string> dead_letter_bodies(const std::string& topic) override {
-    return field_values(server_, topic + ":dlq", "body");
-  }
-  std::int64_t unsettled(const std::string& topic, const std::string& group) override {
-    auto pending = server_.command({"XPENDING", topic, group});
-    EXPECT_TRUE(pending.ok());
-    return pending.ok() ? pending->elements.at(0).integer : -2;
-  }
-
- private:
-  const RedisServer& server_;
-};
+using redis_streams_test::field_values;
+using redis_streams_test::StreamBroker;
 
 class IdemConsumeKills : public ::testing::TestWithParam<Mode> {};
 
