@@ -22,9 +22,9 @@ using consume_kills::Mode;
 using consume_kills::read_effects;
 using consume_kills::spawn_idem;
 using consume_kills::wait_exit;
-using redis_test::RedisServer;
 using redis_streams_test::field_values;
 using redis_streams_test::StreamBroker;
+using redis_test::RedisServer;
 
 class IdemConsumeKills : public ::testing::TestWithParam<Mode> {};
 

@@ -54,10 +54,10 @@ TEST(IdemConsumeFaults, BrokerRestartedTwiceUnderARunningConsumer) {
                       std::chrono::seconds(60)),
             0);
   const std::string db = dir.sub("idem.db");
-  const pid_t consumer = spawn_idem({"consume", "--source", broker.source_uri("s", "g"), "--store", "sqlite:" + db,
-                                     "--ordering", "strict", "--workers", "2", "--lease-ms", "1000", "--idle-exit-ms",
-                                     "4000"},
-                                    log);
+  const pid_t consumer =
+      spawn_idem({"consume", "--source", broker.source_uri("s", "g"), "--store", "sqlite:" + db, "--ordering", "strict",
+                  "--workers", "2", "--lease-ms", "1000", "--idle-exit-ms", "4000"},
+                 log);
   for (int restart = 0; restart < 2; ++restart) {
     std::this_thread::sleep_for(std::chrono::milliseconds(700));
     long long buffered = -1;

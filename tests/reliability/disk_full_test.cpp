@@ -33,17 +33,33 @@ struct Msg {
   std::string id;
 };
 
-// Mounts a tmpfs of `mib` MiB at `dir`, visible to this process only. Returns the
-// error when it cannot.
-std::string mount_small_fs(const std::string& dir, int mib) {
-  if (::unshare(CLONE_NEWNS) != 0) return std::string("unshare(CLONE_NEWNS): ") + std::strerror(errno);
-  if (::mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
-    return std::string("mount --make-rprivate /: ") + std::strerror(errno);
-  const std::string size = "size=" + std::to_string(mib) + "m";
-  if (::mount("tmpfs", dir.c_str(), "tmpfs", 0, size.c_str()) != 0)
-    return std::string("mount tmpfs: ") + std::strerror(errno);
-  return {};
-}
+// A tmpfs of `mib` MiB mounted at `dir`, visible to this process only; unmounted
+// when destroyed, so that the directory can go.
+class SmallFilesystem {
+ public:
+  SmallFilesystem(const std::string& dir, int mib) : dir_(dir) {
+    if (::unshare(CLONE_NEWNS) != 0) {
+      error_ = std::string("unshare(CLONE_NEWNS): ") + std::strerror(errno);
+    } else if (::mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
+      error_ = std::string("mount --make-rprivate /: ") + std::strerror(errno);
+    } else if (const std::string size = "size=" + std::to_string(mib) + "m";
+               ::mount("tmpfs", dir.c_str(), "tmpfs", 0, size.c_str()) != 0) {
+      error_ = std::string("mount tmpfs: ") + std::strerror(errno);
+    }
+  }
+  ~SmallFilesystem() {
+    if (error_.empty()) ::umount2(dir_.c_str(), MNT_DETACH);
+  }
+  SmallFilesystem(const SmallFilesystem&) = delete;
+  SmallFilesystem& operator=(const SmallFilesystem&) = delete;
+
+  // Empty when mounted.
+  const std::string& error() const { return error_; }
+
+ private:
+  const std::string dir_;
+  std::string error_;
+};
 
 // Writes a file at `path` until the filesystem is full; returns the bytes written.
 std::size_t fill(const std::string& path) {
@@ -85,8 +101,8 @@ int process_until_refused(Consumer<Msg>& c, int from, int to, Decision* d) {
 
 TEST(DiskFull, SqliteRefusesWithStoreUnavailableAndRecoversWhenSpaceReturns) {
   testing::TempDir dir("enospc-sqlite");
-  const std::string error = mount_small_fs(dir.str(), 4);
-  ASSERT_EQ(error, "") << "a small filesystem is needed (run as root)";
+  SmallFilesystem fs(dir.str(), 4);
+  ASSERT_EQ(fs.error(), "") << "a small filesystem is needed (run as root)";
   const std::string db = dir.sub("idem.db");
   {
     sqlite3* h = nullptr;
@@ -139,8 +155,8 @@ TEST(DiskFull, SqliteRefusesWithStoreUnavailableAndRecoversWhenSpaceReturns) {
 
 TEST(DiskFull, RocksdbRefusesWithStoreUnavailableAndRecoversWhenSpaceReturns) {
   testing::TempDir dir("enospc-rocksdb");
-  const std::string error = mount_small_fs(dir.str(), 24);
-  ASSERT_EQ(error, "") << "a small filesystem is needed (run as root)";
+  SmallFilesystem fs(dir.str(), 24);
+  ASSERT_EQ(fs.error(), "") << "a small filesystem is needed (run as root)";
   const std::string db = dir.sub("db");
   rocksdb::Options ro{.path = db, .write_buffer_mib = 1, .user_column_families = {"effects"}};
   auto store = rocksdb::open(ro);
