@@ -51,7 +51,7 @@ Consumer<Msg>::Handler effect_handler(std::string log, int entered_fd = -1) {
   return [log, entered_fd](const Msg& m, HandlerContext& ctx) {
     if (entered_fd >= 0) {
       (void)!::write(entered_fd, "x", 1);
-      std::this_thread::sleep_for(100ms);  // the SIGSTOP lands here
+      std::this_thread::sleep_for(300ms);  // the SIGSTOP lands here
     }
     if (sqlite3* db = sqlite::connection(ctx)) {
       const std::string sql = "INSERT INTO effects VALUES('" + m.id + "')";

@@ -174,9 +174,9 @@ TEST(RedisFaults, SlowedByDebugSleepAndClientPause) {
   const Records r = run_with_fault(s, [&](std::atomic<bool>& down, std::atomic<int>& progress) {
     await(progress, kMessages / 3);
     std::thread sleeper([&] { EXPECT_TRUE(s.command({"DEBUG", "SLEEP", "1"}).ok()); });
-    std::this_thread::sleep_for(50ms);  // DEBUG SLEEP has started
+    std::this_thread::sleep_for(200ms);  // DEBUG SLEEP has started (a local connect and one command)
     down = true;
-    std::this_thread::sleep_for(800ms);
+    std::this_thread::sleep_for(600ms);
     down = false;
     sleeper.join();
     await(progress, 2 * kMessages / 3);
