@@ -69,6 +69,14 @@ class MessageSource {
   // Leaves d to the broker. Default: nothing.
   virtual void hold(const Delivery& d) { (void)d; }
 
+  // Tells the broker that the deliveries this source handed out and that have no
+  // decision yet are still being worked on, for brokers that redeliver after an ack
+  // timeout (JetStream's InProgress). The runtime calls it on its loop thread at every
+  // step while deliveries are in flight (at least every fetch_timeout), including
+  // while it waits for running handlers at shutdown; a source decides itself which
+  // deliveries are due, and the call must be cheap when none is. Default: nothing.
+  virtual void keep_alive() {}
+
   // Returns true iff the broker holds nothing for this consumer group that could
   // still come to this consumer: no pending delivery to claim or retry. Used by the
   // runtime's idle exit. Default: true (a source that cannot tell).

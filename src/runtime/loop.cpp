@@ -192,6 +192,7 @@ Status Loop::Impl::run() {
 
 void Loop::Impl::step() {
   apply_finished();
+  if (in_flight > 0) source.keep_alive();
   tick_if_idle();
   const std::size_t capacity = max_in_flight > in_flight ? max_in_flight - in_flight : 0;
   const bool may_fetch = capacity > 0 && !budget_spent() && clock->now() >= fetch_resume_at;
@@ -373,6 +374,7 @@ void Loop::Impl::shut_down() {
   while (in_flight > 0) {
     apply_finished();
     if (in_flight == 0) break;
+    source.keep_alive();
     if (in_flight == throttled.size()) {
       std::this_thread::sleep_for(throttle.wait_for_token(clock->now()));
     } else {
@@ -415,6 +417,7 @@ void Loop::Impl::on_revoked(std::span<const std::string> partitions) {
   };
   while (busy()) {
     apply_finished();
+    source.keep_alive();
     if (busy()) wait_finished(kBusyWait);
   }
   for (const std::string& p : partitions) log_info(log, "idem runtime: partition {} revoked", printable(p));

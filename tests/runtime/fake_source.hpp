@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -60,6 +61,10 @@ class FakeSource : public MessageSource {
     return settle("dead_letter", d);
   }
   void hold(const Delivery& d) override { (void)settle("hold", d); }
+  void keep_alive() override {
+    keep_alives_.fetch_add(1);
+    if (outstanding() == 0) keep_alives_idle_.fetch_add(1);
+  }
   StatusOr<bool> drained() override {
     std::lock_guard lock(mu_);
     return queue_.empty() && outstanding_.empty();
@@ -91,6 +96,9 @@ class FakeSource : public MessageSource {
   std::size_t most_outstanding() const { return most_outstanding_; }
   std::size_t largest_request() const { return largest_request_; }
   std::size_t revoked_with_in_flight() const { return revoked_with_in_flight_; }
+  std::size_t keep_alives() const { return keep_alives_.load(); }
+  // keep_alive() calls made while nothing fetched was undecided.
+  std::size_t keep_alives_idle() const { return keep_alives_idle_.load(); }
   std::size_t outstanding() const {
     std::lock_guard lock(mu_);
     return outstanding_.size();
@@ -128,6 +136,8 @@ class FakeSource : public MessageSource {
   std::string revoke_partition_;
   std::size_t revoked_with_in_flight_ = 0;
   AssignmentListener* listener_ = nullptr;
+  std::atomic<std::size_t> keep_alives_{0};
+  std::atomic<std::size_t> keep_alives_idle_{0};
 
  public:
   std::size_t settled_twice() const { return settled_twice_; }

@@ -1,6 +1,6 @@
 // The consumer runtime over a fake source and the memory store: per-key order under
 // N workers, bounded in flight, the failure-path throttle, graceful stop, bad
-// messages, the exits, batches and partition revocation.
+// messages, the exits, batches, partition revocation and keep-alives of slow work.
 #include "idem/runtime.hpp"
 
 #include <gtest/gtest.h>
@@ -191,6 +191,24 @@ TEST(Runtime, StopFinishesRunningWorkAndHoldsTheRest) {
   EXPECT_EQ(source.count("ack") + source.count("hold"), source.calls().size());
   EXPECT_EQ(source.outstanding(), 0u);  // everything fetched was acked or held
   EXPECT_EQ(source.settled_twice(), 0u);
+}
+
+TEST(Runtime, KeepsSlowDeliveriesAliveOnlyWhileTheyAreInFlight) {
+  FakeSource source;
+  source.push(body(1, "a", 0));
+  auto consumer = Consumer<Msg>::create(consumer_options(), extractors(), [](const Msg&, HandlerContext&) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    return HandlerResult::ok();
+  });
+  RuntimeOptions ro;
+  ro.workers = 1;
+  ro.fetch_timeout = Duration(10);
+  ro.idle_exit = Duration(100);
+  auto rt = Runtime<Msg>::create(ro, source, *consumer, decode).value();
+  ASSERT_TRUE(rt->run().ok());
+  EXPECT_EQ(source.count("ack"), 1u);
+  EXPECT_GE(source.keep_alives(), 5u);  // the loop steps at least every fetch_timeout
+  EXPECT_EQ(source.keep_alives_idle(), 0u);
 }
 
 TEST(Runtime, DeadLettersWhatCannotBeDecodedAndGoesOn) {
