@@ -14,6 +14,7 @@ IDEM_PACKAGES=(
   librocksdb-dev libbloom-dev libhiredis-dev redis-server redis-tools
   libyaml-cpp-dev
   librabbitmq-dev rabbitmq-server
+  libnats-dev nats-server
   ccache
 )
 
