@@ -78,6 +78,23 @@ if(IDEM_WITH_RABBITMQ AND NOT TARGET idem_deps::rabbitmq)
   endif()
 endif()
 
+# nats.c (libnats-dev 3.4): pkg-config libnats, else find_path/find_library; wrapped
+# in idem_deps::nats. Include as <nats/nats.h>.
+if(IDEM_WITH_NATS AND NOT TARGET idem_deps::nats)
+  if(PkgConfig_FOUND)
+    pkg_check_modules(IDEM_NATS QUIET IMPORTED_TARGET libnats)
+  endif()
+  add_library(idem_deps::nats INTERFACE IMPORTED)
+  if(TARGET PkgConfig::IDEM_NATS)
+    target_link_libraries(idem_deps::nats INTERFACE PkgConfig::IDEM_NATS)
+  else()
+    find_path(IDEM_NATS_INCLUDE_DIR nats/nats.h REQUIRED)
+    find_library(IDEM_NATS_LIBRARY nats REQUIRED)
+    target_include_directories(idem_deps::nats INTERFACE ${IDEM_NATS_INCLUDE_DIR})
+    target_link_libraries(idem_deps::nats INTERFACE ${IDEM_NATS_LIBRARY})
+  endif()
+endif()
+
 # yaml-cpp (libyaml-cpp-dev 0.7): its CMake config package defines the unnamespaced
 # target `yaml-cpp` (0.8 and later: yaml-cpp::yaml-cpp); wrapped in idem_deps::yaml_cpp.
 if(IDEM_WITH_STATEMACHINE AND NOT TARGET idem_deps::yaml_cpp)

@@ -1,0 +1,218 @@
+#include "support/nats_server.hpp"
+
+#include <fcntl.h>
+#include <nats/nats.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <random>
+#include <thread>
+
+namespace idem::nats_test {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool port_free(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return false;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<std::uint16_t>(port));
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  ::close(fd);
+  return ok;
+}
+
+int free_port() {
+  static std::mt19937 rng(static_cast<unsigned>(::getpid()) ^
+                          static_cast<unsigned>(std::chrono::steady_clock::now().time_since_epoch().count()));
+  for (int i = 0; i < 1000; ++i) {
+    const int p = 41000 + static_cast<int>(rng() % 9000);
+    if (port_free(p)) return p;
+  }
+  return 0;
+}
+
+pid_t spawn(const std::vector<std::string>& argv, const fs::path& out) {
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid != 0) return pid;
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != parent) ::_exit(127);
+  const int fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  if (fd >= 0) {
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    ::close(fd);
+  }
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  ::execvp(args[0], args.data());
+  ::_exit(127);
+}
+
+// A short-lived client connection with its JetStream context.
+class Client {
+ public:
+  explicit Client(const NatsServer& s, const ServerConfig& c) {
+    natsOptions* o = nullptr;
+    natsOptions_Create(&o);
+    const std::string url = "nats://127.0.0.1:" + std::to_string(s.port());
+    natsOptions_SetURL(o, url.c_str());
+    if (!c.user.empty()) natsOptions_SetUserInfo(o, c.user.c_str(), c.password.c_str());
+    natsOptions_SetTimeout(o, 500);
+    natsOptions_SetAllowReconnect(o, false);
+    status_ = natsConnection_Connect(&nc_, o);
+    natsOptions_Destroy(o);
+    if (status_ == NATS_OK) status_ = natsConnection_JetStream(&js_, nc_, nullptr);
+  }
+  ~Client() {
+    if (js_ != nullptr) jsCtx_Destroy(js_);
+    if (nc_ != nullptr) natsConnection_Destroy(nc_);
+  }
+  Status status() const {
+    return status_ == NATS_OK ? ok_status() : unavailable(std::string("nats: ") + natsStatus_GetText(status_));
+  }
+  jsCtx* js() const { return js_; }
+
+ private:
+  natsStatus status_ = NATS_OK;
+  natsConnection* nc_ = nullptr;
+  jsCtx* js_ = nullptr;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<NatsServer>> NatsServer::start(ServerConfig config) {
+  static std::atomic<int> counter{0};
+  std::unique_ptr<NatsServer> s(new NatsServer());
+  s->config_ = std::move(config);
+  s->dir_ = fs::temp_directory_path() /
+            ("idem-nats-" + std::to_string(::getpid()) + "-" + std::to_string(counter.fetch_add(1)));
+  fs::remove_all(s->dir_);
+  fs::create_directories(s->dir_);
+  Status last = unavailable("no free port");
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    s->port_ = static_cast<std::uint16_t>(free_port());
+    if (s->port_ == 0) continue;
+    last = s->launch();
+    if (last.ok()) return s;
+  }
+  return last;
+}
+
+NatsServer::~NatsServer() {
+  kill();
+  std::error_code ec;
+  fs::remove_all(dir_, ec);
+}
+
+std::string NatsServer::uri() const {
+  const std::string auth = config_.user.empty() ? "" : config_.user + ":" + config_.password + "@";
+  return "nats://" + auth + "127.0.0.1:" + std::to_string(port_);
+}
+
+Status NatsServer::launch() {
+  std::vector<std::string> argv = {"nats-server", "-js",
+                                   "-a",          "127.0.0.1",
+                                   "-p",          std::to_string(port_),
+                                   "-sd",         (dir_ / "js").string(),
+                                   "-l",          (dir_ / "nats.log").string()};
+  if (!config_.user.empty()) argv.insert(argv.end(), {"--user", config_.user, "--pass", config_.password});
+  pid_ = spawn(argv, dir_ / "stdout.log");
+  if (pid_ < 0) return unavailable("fork failed");
+  Status s = wait_ready(10'000);
+  if (!s.ok()) kill();
+  return s;
+}
+
+Status NatsServer::wait_ready(int timeout_ms) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  Status last = unavailable("not started");
+  while (std::chrono::steady_clock::now() < deadline) {
+    int status = 0;
+    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      return unavailable("nats-server on port " + std::to_string(port_) + " exited at start (see " +
+                         (dir_ / "nats.log").string() + ")");
+    }
+    Client c(*this, config_);
+    last = c.status();
+    if (last.ok()) {
+      jsAccountInfo* ai = nullptr;
+      const natsStatus s = js_GetAccountInfo(&ai, c.js(), nullptr, nullptr);
+      if (s == NATS_OK) {
+        jsAccountInfo_Destroy(ai);
+        return ok_status();
+      }
+      last = unavailable(std::string("JetStream not ready: ") + natsStatus_GetText(s));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return last;
+}
+
+void NatsServer::kill() {
+  if (pid_ <= 0) return;
+  ::kill(pid_, SIGKILL);
+  ::waitpid(pid_, nullptr, 0);
+  pid_ = -1;
+}
+
+Status NatsServer::restart() {
+  kill();
+  return launch();
+}
+
+StatusOr<std::vector<StoredMessage>> NatsServer::messages(const std::string& stream) const {
+  Client c(*this, config_);
+  if (Status s = c.status(); !s.ok()) return s;
+  jsStreamInfo* si = nullptr;
+  if (js_GetStreamInfo(&si, c.js(), stream.c_str(), nullptr, nullptr) != NATS_OK) return std::vector<StoredMessage>{};
+  const std::uint64_t first = si->State.FirstSeq, last = si->State.LastSeq;
+  jsStreamInfo_Destroy(si);
+  std::vector<StoredMessage> out;
+  for (std::uint64_t seq = first; seq >= 1 && seq <= last; ++seq) {
+    natsMsg* m = nullptr;
+    if (js_GetMsg(&m, c.js(), stream.c_str(), seq, nullptr, nullptr) != NATS_OK) continue;  // deleted
+    StoredMessage sm;
+    sm.seq = seq;
+    sm.subject = natsMsg_GetSubject(m);
+    sm.body.assign(natsMsg_GetData(m), static_cast<std::size_t>(natsMsg_GetDataLength(m)));
+    const char** keys = nullptr;
+    int n = 0;
+    if (natsMsgHeader_Keys(m, &keys, &n) == NATS_OK) {
+      for (int i = 0; i < n; ++i) {
+        const char* v = nullptr;
+        if (natsMsgHeader_Get(m, keys[i], &v) == NATS_OK && v != nullptr) sm.headers[keys[i]] = v;
+      }
+      free(keys);
+    }
+    natsMsg_Destroy(m);
+    out.push_back(std::move(sm));
+  }
+  return out;
+}
+
+StatusOr<ConsumerCounts> NatsServer::consumer(const std::string& stream, const std::string& durable) const {
+  Client c(*this, config_);
+  if (Status s = c.status(); !s.ok()) return s;
+  jsConsumerInfo* ci = nullptr;
+  jsErrCode code = static_cast<jsErrCode>(0);
+  const natsStatus s = js_GetConsumerInfo(&ci, c.js(), stream.c_str(), durable.c_str(), nullptr, &code);
+  if (s != NATS_OK) return not_found("no durable " + durable + " on " + stream);
+  ConsumerCounts counts{ci->NumAckPending, ci->NumPending, ci->NumRedelivered, ci->Config->AckWait / 1'000'000};
+  jsConsumerInfo_Destroy(ci);
+  return counts;
+}
+
+}  // namespace idem::nats_test

@@ -1,0 +1,75 @@
+// Test support: a private nats-server with JetStream on 127.0.0.1, on a free port, with
+// its own store directory; readiness is a JetStream account-info answer. Stopped by PID
+// when the object is destroyed, and killed by the kernel if the test process dies first
+// (PR_SET_PDEATHSIG). Never touches any address but 127.0.0.1 nor a system service.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "idem/status.hpp"
+
+namespace idem::nats_test {
+
+struct ServerConfig {
+  std::string user;      // --user; empty: no authentication
+  std::string password;  // --pass
+};
+
+// One message as a stream stores it.
+struct StoredMessage {
+  std::uint64_t seq = 0;
+  std::string subject;
+  std::string body;
+  std::map<std::string, std::string> headers;
+};
+
+// A durable's counters, as the server reports them.
+struct ConsumerCounts {
+  std::int64_t ack_pending = 0;  // delivered, not acked (retries waiting included)
+  std::uint64_t pending = 0;     // not delivered yet
+  std::int64_t redelivered = 0;
+  std::int64_t ack_wait_ms = 0;
+};
+
+class NatsServer {
+ public:
+  // Starts a server on a free port and waits until JetStream answers. Retries with
+  // another port if one was taken meanwhile.
+  static StatusOr<std::unique_ptr<NatsServer>> start(ServerConfig config = {});
+  ~NatsServer();  // kill()s and removes the directory
+  NatsServer(const NatsServer&) = delete;
+  NatsServer& operator=(const NatsServer&) = delete;
+
+  std::uint16_t port() const { return port_; }
+  // "nats://[USER:PASSWORD@]127.0.0.1:PORT" (append "?stream=…").
+  std::string uri() const;
+
+  // SIGKILL and reap: a crash (the store directory stays). Idempotent.
+  void kill();
+  // Starts again on the same port with the same store directory.
+  Status restart();
+
+  // Every message of `stream`, in order (empty if the stream does not exist).
+  StatusOr<std::vector<StoredMessage>> messages(const std::string& stream) const;
+  // The durable's counters; kNotFound if it does not exist.
+  StatusOr<ConsumerCounts> consumer(const std::string& stream, const std::string& durable) const;
+
+ private:
+  NatsServer() = default;
+  Status launch();
+  Status wait_ready(int timeout_ms);
+
+  ServerConfig config_;
+  std::uint16_t port_ = 0;
+  pid_t pid_ = -1;
+  std::filesystem::path dir_;
+};
+
+}  // namespace idem::nats_test
