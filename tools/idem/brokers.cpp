@@ -9,6 +9,9 @@
 #ifdef IDEM_TOOL_WITH_RABBITMQ
 #include "idem/rabbitmq_source.hpp"
 #endif
+#ifdef IDEM_TOOL_WITH_NATS
+#include "idem/nats_source.hpp"
+#endif
 
 namespace idem::cli {
 namespace {
@@ -43,6 +46,15 @@ StatusOr<std::unique_ptr<MessageSource>> open_source(const std::string& uri, con
     return rabbitmq::open(*std::move(o));
   }
 #endif
+#ifdef IDEM_TOOL_WITH_NATS
+  if (has_scheme(uri, "nats")) {
+    auto o = nats::parse_uri(uri);
+    if (!o.ok()) return o.status();
+    if (o->durable.empty()) return invalid_argument("needs &durable=NAME (the durable consumer)");
+    o->lease = settings.lease;
+    return nats::open(*std::move(o));
+  }
+#endif
   (void)settings;
   return unknown_scheme(uri);
 }
@@ -62,6 +74,13 @@ StatusOr<std::unique_ptr<Publisher>> open_publisher(const std::string& uri) {
     return rabbitmq::open_publisher(*o);
   }
 #endif
+#ifdef IDEM_TOOL_WITH_NATS
+  if (has_scheme(uri, "nats")) {
+    auto o = nats::parse_uri(uri);
+    if (!o.ok()) return o.status();
+    return nats::open_publisher(*o);
+  }
+#endif
   return unknown_scheme(uri);
 }
 
@@ -72,6 +91,9 @@ std::string broker_uri_help() {
 #endif
 #ifdef IDEM_TOOL_WITH_RABBITMQ
   help += "  amqp://USER:PASSWORD@HOST:PORT/VHOST?queue=Q[&queue_type=quorum][&prefetch=N]  (%2F: vhost /)\n";
+#endif
+#ifdef IDEM_TOOL_WITH_NATS
+  help += "  nats://[USER:PASSWORD@]HOST:PORT?stream=S&durable=D[&subject=SUBJ][&dlq=SUBJ][&max_ack_pending=N]\n";
 #endif
   return help;
 }
