@@ -76,6 +76,7 @@ StatusOr<std::unique_ptr<Connection>> Connection::open(const Options& o, std::in
   jo.PublishAsync.MaxPending = max_pending_publishes;
   jo.PublishAsync.ErrHandler = on_error;
   jo.PublishAsync.ErrHandlerClosure = closure;
+  jo.PublishAsync.StallWait = o.request_timeout.count();  // a full window waits for acks, not 200 ms
   s = natsConnection_JetStream(&c->js_, c->nc_, &jo);
   if (s != NATS_OK) return from_nats(s, "JetStream context");
   return c;

@@ -22,8 +22,9 @@ Status from_nats(natsStatus s, std::string_view what, jsErrCode code = static_ca
 class Connection {
  public:
   // Connects within o.connect_timeout (no retry of the first connection) and opens
-  // the JetStream context: async publishes at most `max_pending_publishes` at once,
-  // their failures told to `on_error` (called on a nats.c thread with `closure`).
+  // the JetStream context: async publishes at most `max_pending_publishes` at once (a
+  // publish beyond waits up to o.request_timeout for acknowledgements), their failures
+  // told to `on_error` (called on a nats.c thread with `closure`).
   static StatusOr<std::unique_ptr<Connection>> open(const Options& o, std::int64_t max_pending_publishes = 4096,
                                                     jsPubAckErrHandler on_error = nullptr, void* closure = nullptr);
   ~Connection();

@@ -129,9 +129,10 @@ void PullSource::take(natsMsg* raw, TimePoint now, std::vector<Delivery>& out) {
   if (auto dup = by_seq_.find(seq); dup != by_seq_.end()) {
     // Redelivered while this runtime still holds it: the newer delivery replaces the
     // older (its reply subject is current) and is not handed out twice.
-    InFlight& f = in_flight_.at(dup->second);
-    natsMsg_Destroy(f.msg);
-    f.msg = m.release();
+    if (auto f = in_flight_.find(dup->second); f != in_flight_.end()) {
+      natsMsg_Destroy(f->second.msg);
+      f->second.msg = m.release();
+    }
     return;
   }
   Delivery d;
