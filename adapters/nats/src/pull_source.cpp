@@ -3,12 +3,16 @@
 #include <spdlog/logger.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 
 namespace idem::nats::detail {
 namespace {
 
 constexpr std::size_t kMaxFetch = 1024;  // messages asked for in one pull request
-constexpr Duration kPollWait{2};         // what a fetch with timeout 0 waits for the server's answer
+constexpr Duration kMinExpires{50};      // the shortest pull request
+constexpr Duration kFirstWait{2};        // a fetch with timeout 0 waits this long for a first reply
+constexpr Duration kPullGrace{1000};     // beyond its expiry, a pull request without an end is given up
 
 struct MetaDeleter {
   void operator()(jsMsgMetaData* m) const { jsMsgMetaData_Destroy(m); }
@@ -63,15 +67,16 @@ Status PullSource::subscribe() {
   if (Status s = conn_->declare_stream(o_.stream, o_.subject); !s.ok()) return s;
   if (Status s = conn_->declare_stream(o_.dead_letter_stream, o_.dead_letter_subject); !s.ok()) return s;
   if (Status s = conn_->declare_consumer(o_); !s.ok()) return s;
-  if (sub_ != nullptr) return ok_status();  // bound to the durable by name: it follows a re-created one
-  jsSubOptions so;
-  jsSubOptions_Init(&so);
-  so.Stream = o_.stream.c_str();
-  so.Consumer = o_.durable.c_str();
-  jsErrCode code = static_cast<jsErrCode>(0);
-  const natsStatus s =
-      js_PullSubscribe(&sub_, conn_->js(), o_.subject.c_str(), o_.durable.c_str(), nullptr, &so, &code);
-  if (s != NATS_OK) return from_nats(s, "pull subscription to " + o_.stream + "/" + o_.durable, code);
+  if (sub_ != nullptr) return ok_status();  // requests name the durable: they reach a re-created one
+  natsInbox* inbox = nullptr;
+  if (natsInbox_Create(&inbox) != NATS_OK) return internal_error("nats: out of memory");
+  inbox_ = inbox;
+  natsInbox_Destroy(inbox);
+  next_subject_ = "$JS.API.CONSUMER.MSG.NEXT." + o_.stream + "." + o_.durable;
+  const std::string replies = inbox_ + ".*";
+  natsStatus s = natsConnection_SubscribeSync(&sub_, conn_->nc(), replies.c_str());
+  if (s == NATS_OK) s = natsSubscription_SetPendingLimits(sub_, -1, -1);  // bounded by the requests' batches
+  if (s != NATS_OK) return from_nats(s, "subscription for the pull replies of " + o_.stream + "/" + o_.durable);
   return ok_status();
 }
 
@@ -89,35 +94,77 @@ Status PullSource::check_connected() {
   return up ? ok_status() : unavailable("nats: not connected to " + conn_->where() + " (reconnecting)");
 }
 
+// One pull request at a time, answered on inbox_.<request number>, asking for what the
+// caller may take and expiring after the caller's timeout (at least kMinExpires). The
+// server sends what it has at once and the rest as it comes, so a request outlives the
+// call that sent it; what it brings later is taken by the next fetch.
 Status PullSource::fetch(std::size_t max, Duration timeout, std::vector<Delivery>& out) {
   if (Status s = check_connected(); !s.ok()) return s;
-  if (sub_ == nullptr) {
+  if (sub_ == nullptr || redeclare_) {
     if (Status s = subscribe(); !s.ok()) return s;
+    redeclare_ = false;
   }
-  natsMsgList list{};
-  jsErrCode code = static_cast<jsErrCode>(0);
-  const int batch = static_cast<int>(std::clamp<std::size_t>(max, 1, kMaxFetch));
-  // nats.c asks with no_wait first and, when the server has nothing, waits up to the
-  // timeout; a non-blocking fetch waits kPollWait (messages that come later are
-  // queued on the subscription and taken by the next fetch).
-  const std::int64_t wait_ms = std::max(timeout, kPollWait).count();
-  const natsStatus s = natsSubscription_Fetch(&list, sub_, batch, wait_ms, &code);
-  if (s == NATS_TIMEOUT || s == NATS_NOT_FOUND) return check_connected();
+  const std::size_t want = std::clamp<std::size_t>(max, 1, kMaxFetch);
+  const std::size_t before = out.size();
+  auto got = [&] { return out.size() - before; };
+  const TimePoint deadline = clock_->now() + timeout;
+  if (pull_.open && clock_->now() > pull_.give_up_at) pull_.open = false;  // its end was lost
+  bool waited = false;
+  for (;;) {
+    StatusOr<Read> r = read_one(Duration(0), out);  // what has arrived already
+    if (!r.ok()) return r.status();
+    if (*r == Read::kMessage && got() < want) continue;
+    if (*r != Read::kNothing && got() == 0) continue;
+    if (got() > 0 || waited) return ok_status();
+    if (!pull_.open) {
+      if (Status s = send_pull(want, std::max(timeout, kMinExpires)); !s.ok()) return s;
+    }
+    const Duration left = std::chrono::duration_cast<Duration>(deadline - clock_->now());
+    r = read_one(std::max(left, kFirstWait), out);
+    if (!r.ok()) return r.status();
+    waited = *r == Read::kNothing || (*r == Read::kEnded && left <= kFirstWait);
+  }
+}
+
+Status PullSource::send_pull(std::size_t batch, Duration expires) {
+  ++pull_.number;
+  pull_ = Pull{pull_.number, batch, true, clock_->now() + expires + kPullGrace};
+  const std::string body =
+      "{\"batch\":" + std::to_string(batch) + ",\"expires\":" + std::to_string(expires.count() * 1'000'000) + "}";
+  const std::string reply = inbox_ + "." + std::to_string(pull_.number);
+  const natsStatus s = natsConnection_PublishRequest(conn_->nc(), next_subject_.c_str(), reply.c_str(), body.data(),
+                                                     static_cast<int>(body.size()));
   if (s != NATS_OK) {
-    if (Status c = check_connected(); !c.ok()) return c;
-    // The durable or the stream may have gone (deleted, a server without its data):
-    // declared again at the next fetch.
-    Status e = from_nats(s, "fetch from " + o_.stream + "/" + o_.durable, code);
-    if (Status again = subscribe(); !again.ok()) return again;
-    return e;
+    pull_.open = false;
+    return from_nats(s, "pull request to " + o_.stream + "/" + o_.durable);
   }
-  const TimePoint now = clock_->now();
-  for (int i = 0; i < list.Count; ++i) {
-    take(list.Msgs[i], now, out);
-    list.Msgs[i] = nullptr;
-  }
-  natsMsgList_Destroy(&list);
   return ok_status();
+}
+
+// Reads one message from the subscription, waiting up to `wait`. A delivery goes to
+// `out`; a status (408 expired, 409 …; sent to the request's reply subject) ends its
+// request.
+StatusOr<PullSource::Read> PullSource::read_one(Duration wait, std::vector<Delivery>& out) {
+  natsMsg* raw = nullptr;
+  const natsStatus s = natsSubscription_NextMsg(&raw, sub_, wait.count());
+  if (s == NATS_TIMEOUT) return Read::kNothing;
+  if (s != NATS_OK) return from_nats(s, "reading the pull replies of " + o_.stream + "/" + o_.durable);
+  const char* subject = natsMsg_GetSubject(raw);
+  const char* dot = std::strrchr(subject, '.');
+  const std::uint64_t number = dot != nullptr ? std::strtoull(dot + 1, nullptr, 10) : 0;
+  const char* status = nullptr;
+  if (natsMsg_GetDataLength(raw) == 0 && natsMsgHeader_Get(raw, "Status", &status) == NATS_OK) {
+    // 503 (no responders) or 409 (consumer deleted, …): declared again at the next fetch.
+    if (status[0] == '5' || std::strncmp(status, "409", 3) == 0) redeclare_ = true;
+    natsMsg_Destroy(raw);
+    if (number != pull_.number) return Read::kStale;
+    pull_.open = false;
+    return Read::kEnded;
+  }
+  // Deliveries keep their own subject, so they are counted against the open request.
+  if (pull_.open && --pull_.left == 0) pull_.open = false;  // fully answered
+  take(raw, clock_->now(), out);
+  return Read::kMessage;
 }
 
 void PullSource::take(natsMsg* raw, TimePoint now, std::vector<Delivery>& out) {
@@ -159,6 +206,12 @@ natsMsg* PullSource::release(const Delivery& d) {
   return m;
 }
 
+natsStatus PullSource::reply(natsMsg* m, const std::string& what) const {
+  const char* to = natsMsg_GetReply(m);
+  if (to == nullptr || conn_ == nullptr) return NATS_ILLEGAL_STATE;
+  return natsConnection_Publish(conn_->nc(), to, what.data(), static_cast<int>(what.size()));
+}
+
 Status PullSource::settled(natsStatus s, natsMsg* m, const char* what) {
   natsMsg_Destroy(m);
   if (s == NATS_OK) return ok_status();
@@ -168,14 +221,15 @@ Status PullSource::settled(natsStatus s, natsMsg* m, const char* what) {
 Status PullSource::ack(const Delivery& d) {
   natsMsg* m = release(d);
   if (m == nullptr) return failed_precondition("nats: ack of a delivery this source does not hold");
-  return settled(natsMsg_Ack(m, nullptr), m, "Ack");
+  return settled(reply(m, "+ACK"), m, "Ack");
 }
 
 Status PullSource::retry(const Delivery& d, Duration delay) {
   natsMsg* m = release(d);
   if (m == nullptr) return failed_precondition("nats: retry of a delivery this source does not hold");
-  const natsStatus s = delay.count() > 0 ? natsMsg_NakWithDelay(m, delay.count(), nullptr) : natsMsg_Nak(m, nullptr);
-  return settled(s, m, "Nak");
+  const std::string nak =
+      delay.count() > 0 ? "-NAK {\"delay\":" + std::to_string(delay.count() * 1'000'000) + "}" : std::string("-NAK");
+  return settled(reply(m, nak), m, "Nak");
 }
 
 Status PullSource::dead_letter(const Delivery& d, std::string_view reason, std::string_view detail) {
@@ -203,7 +257,7 @@ Status PullSource::dead_letter(const Delivery& d, std::string_view reason, std::
   s = js_PublishMsg(&pa, conn_->js(), letter.get(), &po, &code);
   jsPubAck_Destroy(pa);
   if (s != NATS_OK) return from_nats(s, "dead-letter publish to " + o_.dead_letter_subject, code);
-  const natsStatus term = natsMsg_Term(original.get(), nullptr);
+  const natsStatus term = reply(original.get(), "+TERM");
   return settled(term, original.release(), "Term");
 }
 
@@ -220,7 +274,7 @@ void PullSource::keep_alive() {
     touches_.pop_front();
     auto it = in_flight_.find(handle);
     if (it == in_flight_.end() || it->second.touched != touched) continue;
-    (void)natsMsg_InProgress(it->second.msg, nullptr);  // lost with the connection: AckWait decides
+    (void)reply(it->second.msg, "+WPI");  // lost with the connection: AckWait decides
     it->second.touched = now;
     touches_.emplace_back(now, handle);
   }

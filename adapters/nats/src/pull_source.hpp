@@ -39,9 +39,25 @@ class PullSource final : public MessageSource {
     TimePoint touched;  // received, or the last InProgress
   };
 
-  // Declares what is consumed and binds the pull subscription, once per connection
-  // (again after a fetch error other than a timeout, e.g. a deleted durable).
+  // One pull request: its number (the last token of its reply subject), the messages
+  // it may still bring, whether it may bring any, and when it is given up if no status
+  // ends it (a reply lost with the connection).
+  struct Pull {
+    std::uint64_t number = 0;
+    std::size_t left = 0;
+    bool open = false;
+    TimePoint give_up_at{};
+  };
+  enum class Read { kNothing, kMessage, kEnded, kStale };
+
+  // Declares what is consumed and subscribes to the pull replies (again after a fetch
+  // error other than a timeout, e.g. a deleted durable).
   Status subscribe();
+  // Asks the durable for up to `batch` messages, within `expires`.
+  Status send_pull(std::size_t batch, Duration expires);
+  StatusOr<Read> read_one(Duration wait, std::vector<Delivery>& out);
+  // Publishes `what` (+ACK, -NAK, +WPI, +TERM) to m's reply subject.
+  natsStatus reply(natsMsg* m, const std::string& what) const;
   // kUnavailable while nats.c reconnects; logs the loss and the return once each.
   Status check_connected();
   // Adds m to what is in flight and to `out`, or, when its stream sequence is already
@@ -57,7 +73,11 @@ class PullSource final : public MessageSource {
   spdlog::logger* log_;
   Duration keep_alive_every_;
   std::unique_ptr<Connection> conn_;
-  natsSubscription* sub_ = nullptr;
+  natsSubscription* sub_ = nullptr;  // the pull replies: inbox_.<request number>
+  std::string inbox_;
+  std::string next_subject_;  // $JS.API.CONSUMER.MSG.NEXT.<stream>.<durable>
+  Pull pull_;
+  bool redeclare_ = false;  // the server lost the durable or the stream: declare them again
   bool was_connected_ = true;
   std::uint64_t next_handle_ = 1;
   std::unordered_map<std::uint64_t, InFlight> in_flight_;    // handle → delivery

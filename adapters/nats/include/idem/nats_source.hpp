@@ -1,19 +1,22 @@
 // idem::nats — a NATS JetStream durable pull consumer as a MessageSource, and a
 // publisher for the same stream (docs/adapters.md).
 //
-// The four decisions on JetStream (the consumer's AckPolicy is explicit):
-//   ack          Ack
-//   retry(d)     NakWithDelay(d): the server delivers it again after d, to any
+// Deliveries come from pull requests to the durable (one open at a time, a batch of
+// at most what fetch() may return), answered on this source's own inbox.
+// The four decisions on JetStream (the consumer's AckPolicy is explicit), each sent to
+// the delivery's reply subject:
+//   ack          +ACK
+//   retry(d)     -NAK with delay d: the server delivers it again after d, to any
 //                instance of the durable, with NumDelivered one higher
 //   dead_letter  publish the body to the dead-letter subject with the headers
 //                Idem-Reason, Idem-Detail, Idem-Stream-Seq, and Nats-Msg-Id
 //                "<stream>:<stream sequence>" (so a second copy after a crash between
 //                the two steps is dropped by the dead-letter stream's duplicate
-//                window), wait for the server's acknowledgement, then Term
+//                window), wait for the server's acknowledgement, then +TERM
 //   hold         nothing: the server redelivers it once AckWait has passed
 // AckWait is the lease: a consumer that dies leaves its deliveries to the other
 // instances of the durable (or to its restart) once AckWait has passed. While a
-// delivery is undecided in this runtime, keep_alive() sends InProgress for it every
+// delivery is undecided in this runtime, keep_alive() sends +WPI (in progress) every
 // AckWait / 3, so a slow handler or a long backlog does not make the server hand the
 // delivery to another consumer while this one still works on it.
 // The delivery count is the message metadata's NumDelivered.
@@ -22,8 +25,10 @@
 // as its only subject), the dead-letter stream "<stream>_DLQ" capturing the dead-letter
 // subject, and the durable consumer (deliver all, explicit ack, AckWait = lease,
 // MaxAckPending = max_ack_pending). An existing durable whose AckWait or MaxAckPending
-// differ is updated to these values. Reconnects are nats.c's, with a backoff that
-// doubles from 50 ms up to 2 s, without limit; meanwhile fetch() returns kUnavailable.
+// differ is updated to these values, and all of them are declared again when the
+// server answers a pull request as if the durable were gone. Reconnects are nats.c's,
+// with a backoff that doubles from 50 ms up to 2 s, without limit; meanwhile fetch()
+// returns kUnavailable.
 #pragma once
 
 #include <cstdint>
