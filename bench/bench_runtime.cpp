@@ -18,6 +18,11 @@
 // batch (`plain_amqp`), and idem's runtime with the RabbitMQ source and the same
 // transactional SQLite consumer (`idem_amqp`).
 //
+// NATS JetStream rows (a nats-server this program starts, when built with the NATS
+// adapter): a plain durable pull consumer, Fetch(b) + one Ack per message and no dedup
+// (`plain_nats`), and idem's runtime with the NATS source and the same transactional
+// SQLite consumer (`idem_nats`).
+//
 // Exit status: 0; 3 with --strict when a target failed; 2 when the run cannot go on.
 #include <CLI/CLI.hpp>
 #include <chrono>
@@ -119,7 +124,8 @@ struct Target {
   double min;
 };
 
-int run(std::size_t n, std::size_t cpu_n, std::size_t stream_n, std::size_t batch, bool strict, bool redis, bool amqp) {
+int run(std::size_t n, std::size_t cpu_n, std::size_t stream_n, std::size_t batch, bool strict, bool redis, bool amqp,
+        bool nats) {
   std::vector<Row> rows;
   const auto ids = make_ids(n, "orders-");
   rows.push_back({"consumer", "Consumer::process, memory store, no-op, 1 thread", consumer_alone(ids)});
@@ -145,6 +151,14 @@ int run(std::size_t n, std::size_t cpu_n, std::size_t stream_n, std::size_t batc
   }
 #else
   (void)amqp;
+#endif
+#ifdef IDEM_BENCH_WITH_NATS
+  if (nats) {
+    if (!nats_rows(stream_n, batch, rows)) return 2;
+    targets.push_back({"idem_nats", "plain_nats", 0.7});
+  }
+#else
+  (void)nats;
 #endif
   std::map<std::string, double> by_name;
   std::printf("%-18s %14s  %s\n", "row", "msgs/s", "what");
@@ -173,14 +187,16 @@ int run(std::size_t n, std::size_t cpu_n, std::size_t stream_n, std::size_t batc
 int main(int argc, char** argv) {
   CLI::App app("idem_bench_runtime: the consumer runtime against Consumer::process and a plain stream loop");
   std::size_t n = 1'000'000, cpu_n = 50'000, stream_n = 100'000, batch = 100;
-  bool strict = false, no_redis = false, no_amqp = false;
+  bool strict = false, no_redis = false, no_amqp = false, no_nats = false;
   app.add_option("--messages", n, "Messages of the memory rows")->capture_default_str();
   app.add_option("--cpu-messages", cpu_n, "Messages of the 20 us handler rows")->capture_default_str();
-  app.add_option("--stream-messages", stream_n, "Messages of the Redis Streams and RabbitMQ rows")->capture_default_str();
+  app.add_option("--stream-messages", stream_n, "Messages of the Redis Streams, RabbitMQ and NATS rows")
+      ->capture_default_str();
   app.add_option("--batch", batch, "Batch of the stream rows (XREADGROUP COUNT, process_batch)")->capture_default_str();
   app.add_flag("--strict", strict, "exit 3 if a target fails");
   app.add_flag("--no-redis", no_redis, "skip the Redis Streams rows");
   app.add_flag("--no-amqp", no_amqp, "skip the RabbitMQ rows");
+  app.add_flag("--no-nats", no_nats, "skip the NATS JetStream rows");
   CLI11_PARSE(app, argc, argv);
-  return idem::bench::run(n, cpu_n, stream_n, batch, strict, !no_redis, !no_amqp);
+  return idem::bench::run(n, cpu_n, stream_n, batch, strict, !no_redis, !no_amqp, !no_nats);
 }

@@ -1,4 +1,4 @@
-// Shared by bench_runtime.cpp and runtime_stream_rows.cpp.
+// Shared by bench_runtime.cpp, runtime_stream_rows.cpp and runtime_nats_rows.cpp.
 #pragma once
 
 #include <chrono>
@@ -46,5 +46,10 @@ bool stream_rows(std::size_t n, std::size_t batch, std::vector<Row>& rows);
 // messages. Built when the RabbitMQ adapter is (IDEM_BENCH_WITH_RABBITMQ). Returns
 // false (after saying why on stderr) when the run cannot go on.
 bool rabbitmq_rows(std::size_t n, std::size_t batch, std::vector<Row>& rows);
+
+// Starts a nats-server with JetStream on 127.0.0.1 and appends the rows plain_nats and
+// idem_nats over n messages (runtime_nats_rows.cpp, built when the NATS adapter is).
+// Returns false (after saying why on stderr) when the run cannot go on.
+bool nats_rows(std::size_t n, std::size_t batch, std::vector<Row>& rows);
 
 }  // namespace idem::bench
