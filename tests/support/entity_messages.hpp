@@ -60,12 +60,10 @@ inline std::optional<EntityMsg> decode_entity_msg(std::string_view s) {
   }
   parts.push_back(cur);
   if (parts.size() != 4) return std::nullopt;
-  EntityMsg m;
-  m.id = parts[0];
-  if (!parts[1].empty()) m.key = parts[1];
-  if (!parts[2].empty()) m.version = std::stoull(parts[2]);
-  if (!parts[3].empty()) m.event = parts[3];
-  return m;
+  auto text = [&](int i) { return parts[i].empty() ? std::nullopt : std::optional<std::string>(parts[i]); };
+  std::optional<std::uint64_t> version;
+  if (!parts[2].empty()) version = std::stoull(parts[2]);
+  return EntityMsg{.id = parts[0], .key = text(1), .version = version, .event = text(3)};
 }
 
 inline Extractors<EntityMsg> entity_extractors() {
