@@ -11,18 +11,26 @@ namespace {
 
 constexpr auto kRelaxed = std::memory_order_relaxed;
 
+// kLatencyBucketsSeconds in whole nanoseconds (every bound is a whole number of them).
+constexpr auto kBucketBoundsNs = [] {
+  std::array<std::int64_t, kLatencyBucketsSeconds.size()> ns{};
+  for (std::size_t i = 0; i < ns.size(); ++i) ns[i] = static_cast<std::int64_t>(kLatencyBucketsSeconds[i] * 1e9 + 0.5);
+  return ns;
+}();
+
+// The first bucket whose bound is >= d. A linear scan: most records fall in the first
+// few buckets, so it beats a binary search.
 std::size_t bucket_of(std::chrono::nanoseconds d) {
-  const double s = std::chrono::duration<double>(d).count();
-  auto it = std::lower_bound(kLatencyBucketsSeconds.begin(), kLatencyBucketsSeconds.end(), s);
-  return static_cast<std::size_t>(it - kLatencyBucketsSeconds.begin());
+  std::size_t i = 0;
+  while (i < kBucketBoundsNs.size() && d.count() > kBucketBoundsNs[i]) ++i;
+  return i;
 }
 
 }  // namespace
 
 namespace detail {
 
-void append_histogram(std::string& out, const std::string& name, std::string_view help,
-                      const HistogramSnapshot& h) {
+void append_histogram(std::string& out, const std::string& name, std::string_view help, const HistogramSnapshot& h) {
   char buf[160];
   out += "# HELP " + name + " " + std::string(help) + "\n# TYPE " + name + " histogram\n";
   std::uint64_t cumulative = 0;
@@ -43,14 +51,15 @@ void append_histogram(std::string& out, const std::string& name, std::string_vie
 void Histogram::record(std::chrono::nanoseconds d) {
   if (d.count() < 0) d = std::chrono::nanoseconds(0);
   buckets_[bucket_of(d)].fetch_add(1, kRelaxed);
-  count_.fetch_add(1, kRelaxed);
   sum_ns_.fetch_add(static_cast<std::uint64_t>(d.count()), kRelaxed);
 }
 
 HistogramSnapshot Histogram::snapshot() const {
   HistogramSnapshot s;
-  for (std::size_t i = 0; i < buckets_.size(); ++i) s.buckets[i] = buckets_[i].load(kRelaxed);
-  s.count = count_.load(kRelaxed);
+  for (std::size_t i = 0; i < buckets_.size(); ++i) {
+    s.buckets[i] = buckets_[i].load(kRelaxed);
+    s.count += s.buckets[i];
+  }
   s.sum_seconds = static_cast<double>(sum_ns_.load(kRelaxed)) / 1e9;
   return s;
 }

@@ -17,9 +17,9 @@ namespace idem {
 
 // Upper bounds of the histogram buckets, in seconds (1-2-5 steps from 1 µs to 50 s);
 // a last, implicit bucket holds everything above.
-inline constexpr std::array<double, 24> kLatencyBucketsSeconds = {
-    1e-6, 2e-6, 5e-6, 1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4, 1e-3, 2e-3, 5e-3,
-    1e-2, 2e-2, 5e-2, 0.1,  0.2,  0.5,  1.0,  2.0,  5.0,  10.0, 20.0, 50.0};
+inline constexpr std::array<double, 24> kLatencyBucketsSeconds = {1e-6, 2e-6, 5e-6, 1e-5, 2e-5, 5e-5, 1e-4, 2e-4,
+                                                                  5e-4, 1e-3, 2e-3, 5e-3, 1e-2, 2e-2, 5e-2, 0.1,
+                                                                  0.2,  0.5,  1.0,  2.0,  5.0,  10.0, 20.0, 50.0};
 
 struct HistogramSnapshot {
   std::array<std::uint64_t, kLatencyBucketsSeconds.size() + 1> buckets{};  // not cumulative
@@ -34,8 +34,7 @@ class Histogram {
 
  private:
   std::array<std::atomic<std::uint64_t>, kLatencyBucketsSeconds.size() + 1> buckets_{};
-  std::atomic<std::uint64_t> count_{0};
-  std::atomic<std::uint64_t> sum_ns_{0};
+  std::atomic<std::uint64_t> sum_ns_{0};  // the count is the sum of the buckets
 };
 
 // The age of one key's gap in the reorder buffer (strict ordering).

@@ -1,31 +1,21 @@
 #include "idem/memory_store.hpp"
 
 #include <algorithm>
-#include <deque>
 #include <functional>
 #include <mutex>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "idem/request_checks.hpp"
 #include "memory_entities.hpp"
+#include "record_table.hpp"
 
 namespace idem {
 namespace {
 
 using memory_detail::Entities;
-using memory_detail::StringHash;
-
-struct Record {
-  RecordState state = RecordState::kPending;
-  std::uint32_t owner = 0;  // index into Shard::owners_ (kInProgress)
-  std::uint32_t retries = 0;
-  std::int64_t lease_until_ms = 0;
-  std::int64_t expires_ms = 0;  // pending / done records
-  std::optional<std::uint64_t> fingerprint;
-  std::optional<std::string> result;
-};
+using memory_detail::Record;
+using memory_detail::RecordTable;
 
 // True iff the record still says something at `now` (else it counts as absent): a
 // lease that has not expired, or a retry count / done record before expires_ms.
@@ -40,28 +30,29 @@ bool done(const Record& r, std::int64_t now) {
 
 bool leased(const Record& r, std::int64_t now) { return r.state == RecordState::kInProgress && r.lease_until_ms > now; }
 
-// One lock stripe. Every record has exactly one entry in fifo_ (a pointer to its map
-// node, stable across rehashing); a record leaves the map only when its entry leaves
-// the front of fifo_, so no entry ever dangles. A record that stops being live stays
-// in place (and is reused by the next claim or commit of its id) until purge or
-// eviction reaches it.
+// An id and its hash tag (memory_detail::tag_of), computed once per request.
+struct Key {
+  std::string_view id;
+  std::uint32_t tag;    // the low 32 bits of the id's hash (never 0)
+  std::uint32_t upper;  // the high 32 bits: they choose the shard
+};
+
+// One lock stripe. Records leave table_ only from its front (oldest first). A record
+// that stops being live stays in place (and is reused by the next claim or commit of
+// its id) until purge or eviction reaches it.
 class Shard {
  public:
-  using Node = std::pair<const std::string, Record>;
-
   explicit Shard(std::size_t cap) : cap_(cap) {}
 
   // With q.entity_key, a granted claim reads the key's record from `entities` while
   // this shard is locked.
-  ClaimResult claim(const ClaimRequest& q, Entities& entities) {
+  ClaimResult claim(const ClaimRequest& q, Key k, Entities& entities) {
     const std::int64_t now = to_unix_ms(q.now);
     std::lock_guard lock(mu_);
-    auto it = map_.find(q.id);
-    Record* r = nullptr;
-    if (it == map_.end()) {
-      r = &insert(q.id, now);
+    Record* r = table_.find(k.id, k.tag);
+    if (r == nullptr) {
+      r = &insert(k, now);
     } else {
-      r = &it->second;
       if (!live(*r, now)) {
         *r = Record{};
       } else if (done(*r, now) || leased(*r, now)) {
@@ -73,7 +64,7 @@ class Shard {
           c.lease_left = Duration(r->lease_until_ms - now);
         } else {
           c.status = ClaimStatus::kCompleted;
-          c.result = r->result;
+          if (r->result) c.result = *r->result;
           c.dead_lettered = r->state == RecordState::kDeadLettered;
         }
         return c;
@@ -95,12 +86,12 @@ class Shard {
 
   // With q.entity, the entity write is checked and applied under this shard's lock and
   // the key's stripe lock together: all of it lands, or nothing does.
-  Status commit(const CommitRequest& q, Entities& entities) {
+  Status commit(const CommitRequest& q, Key k, Entities& entities) {
     const std::int64_t now = to_unix_ms(q.now);
     std::lock_guard lock(mu_);
-    auto it = map_.find(q.id);
-    if (it != map_.end()) {
-      const Record& existing = it->second;
+    Record* found = table_.find(k.id, k.tag);
+    if (found != nullptr) {
+      const Record& existing = *found;
       if (done(existing, now)) return failed_precondition("id is already completed");
       if (leased(existing, now) && owners_[existing.owner] != q.owner)
         return failed_precondition("lease is held by " + owners_[existing.owner]);
@@ -110,7 +101,7 @@ class Shard {
       entity_lock = entities.lock(q.entity->key);
       if (Status s = entities.check_locked(*q.entity); !s.ok()) return s;
     }
-    Record* r = it == map_.end() ? &insert(q.id, now) : &it->second;
+    Record* r = found == nullptr ? &insert(k, now) : found;
     r->state = q.outcome == Outcome::kDeadLettered ? RecordState::kDeadLettered : RecordState::kCompleted;
     r->owner = 0;
     r->retries = 0;
@@ -118,7 +109,7 @@ class Shard {
     r->expires_ms = now + q.ttl.count();
     r->fingerprint = q.fingerprint;
     if (q.result) {
-      r->result.emplace(*q.result);
+      r->result = std::make_unique<std::string>(*q.result);
     } else {
       r->result.reset();
     }
@@ -126,18 +117,18 @@ class Shard {
     return ok_status();
   }
 
-  std::uint32_t release(const ReleaseRequest& q) {
+  std::uint32_t release(const ReleaseRequest& q, Key k) {
     const std::int64_t now = to_unix_ms(q.now);
     std::lock_guard lock(mu_);
-    auto it = map_.find(q.id);
-    if (it == map_.end()) {
+    Record* found = table_.find(k.id, k.tag);
+    if (found == nullptr) {
       if (!q.count_retry) return 0;
-      Record& fresh = insert(q.id, now);
+      Record& fresh = insert(k, now);
       fresh.expires_ms = now + q.retry_ttl.count();
       fresh.retries = 1;
       return 1;
     }
-    Record& r = it->second;
+    Record& r = *found;
     if (done(r, now)) return r.retries;
     if (!live(r, now) || r.state == RecordState::kCompleted || r.state == RecordState::kDeadLettered) {
       r = Record{};  // an expired record counts as absent: start over
@@ -156,24 +147,24 @@ class Shard {
     return r.retries;
   }
 
-  Status extend(const ExtendRequest& q) {
+  Status extend(const ExtendRequest& q, Key k) {
     const std::int64_t now = to_unix_ms(q.now);
     std::lock_guard lock(mu_);
-    auto it = map_.find(q.id);
-    if (it == map_.end() || it->second.state != RecordState::kInProgress || owners_[it->second.owner] != q.owner)
+    Record* found = table_.find(k.id, k.tag);
+    if (found == nullptr || found->state != RecordState::kInProgress || owners_[found->owner] != q.owner)
       return failed_precondition("the lease is not held by this owner");
-    Record& r = it->second;
+    Record& r = *found;
     if (!leased(r, now)) return failed_precondition("the lease expired");
     r.lease_until_ms = now + q.lease.count();
     return ok_status();
   }
 
-  std::optional<RecordInfo> inspect(std::string_view id, TimePoint t) {
+  std::optional<RecordInfo> inspect(Key k, TimePoint t) {
     const std::int64_t now = to_unix_ms(t);
     std::lock_guard lock(mu_);
-    auto it = map_.find(id);
-    if (it == map_.end()) return std::nullopt;
-    const Record& r = it->second;
+    const Record* found = table_.find(k.id, k.tag);
+    if (found == nullptr) return std::nullopt;
+    const Record& r = *found;
     if (!live(r, now)) return std::nullopt;
     RecordInfo info;
     info.state = leased(r, now)                        ? RecordState::kInProgress
@@ -184,7 +175,7 @@ class Shard {
       info.lease_until = from_unix_ms(r.lease_until_ms);
     }
     info.fingerprint = r.fingerprint;
-    info.result = r.result;
+    if (r.result) info.result = *r.result;
     info.retries = r.retries;
     info.expires_at = from_unix_ms(r.expires_ms);
     return info;
@@ -193,7 +184,7 @@ class Shard {
   // Adds this shard's records to `counts`, each by the state inspect() reports.
   void count(std::int64_t now, RecordCounts& counts) {
     std::lock_guard lock(mu_);
-    for (const auto& [id, r] : map_) {
+    table_.for_each([&](const Record& r) {
       if (!live(r, now))
         ++counts.expired;
       else if (leased(r, now))
@@ -204,17 +195,17 @@ class Shard {
         ++counts.dead_lettered;
       else
         ++counts.pending;
-    }
+    });
   }
 
   // Makes id's record absent (it stays in place, not live, until purge or eviction
   // reaches it, as an expired one does). Returns true iff it was live.
-  bool remove(std::string_view id, std::int64_t now) {
+  bool remove(Key k, std::int64_t now) {
     std::lock_guard lock(mu_);
-    auto it = map_.find(id);
-    if (it == map_.end()) return false;
-    const bool was_live = live(it->second, now);
-    it->second = Record{};
+    Record* found = table_.find(k.id, k.tag);
+    if (found == nullptr) return false;
+    const bool was_live = live(*found, now);
+    *found = Record{};
     return was_live;
   }
 
@@ -225,7 +216,7 @@ class Shard {
   }
 
  private:
-  // Walks fifo_ from the front: a record that is not live is erased; a live one is
+  // Walks table_ from the front: a record that is not live is erased; a live one is
   // moved to the back, so that one long-lived record cannot shield expired ones behind
   // it. Stops after `max` removals, `budget` entries, one lap, or kLiveRun live
   // records in a row (with uniform TTLs the front is the oldest, so a run of live
@@ -234,37 +225,31 @@ class Shard {
   std::size_t purge_locked(std::int64_t now, std::size_t max, std::size_t budget) {
     std::size_t removed = 0;
     std::size_t live_run = 0;
-    budget = std::min(budget, fifo_.size());
+    budget = std::min(budget, table_.size());
     while (removed < max && budget-- > 0 && live_run < kLiveRun) {
-      Node* n = fifo_.front();
-      fifo_.pop_front();
-      if (live(n->second, now)) {
-        fifo_.push_back(n);
+      if (live(table_.front().record, now)) {
+        table_.rotate_front();
         ++live_run;
         continue;
       }
       live_run = 0;
-      map_.erase(n->first);
+      table_.pop_front();
       ++removed;
     }
     return removed;
   }
 
   // REQUIRES: mu_ held, id absent. Returns the new, empty record.
-  Record& insert(std::string_view id, std::int64_t now) {
-    if (map_.size() >= cap_) evict(now);
-    auto [it, inserted] = map_.emplace(std::string(id), Record{});
-    fifo_.push_back(&*it);
-    return it->second;
+  Record& insert(Key k, std::int64_t now) {
+    if (table_.size() >= cap_) evict(now);
+    return table_.push_back(k.id, k.tag);
   }
 
   // Makes room for one record: drops a record that is no longer live if a short walk
   // finds one, else the record at the front (the oldest, which is then forgotten).
   void evict(std::int64_t now) {
     if (purge_locked(now, 1, kEvictScan) > 0) return;
-    Node* n = fifo_.front();
-    fifo_.pop_front();
-    map_.erase(n->first);
+    table_.pop_front();
   }
 
   // Owners are few (one per consumer): they are interned, so a claim copies no string.
@@ -280,8 +265,7 @@ class Shard {
 
   std::mutex mu_;
   std::size_t cap_;
-  std::unordered_map<std::string, Record, StringHash, std::equal_to<>> map_;
-  std::deque<Node*> fifo_;
+  RecordTable table_;
   std::vector<std::string> owners_{std::string()};
 };
 
@@ -302,22 +286,27 @@ class MemoryStore final : public Store {
 
   StatusOr<ClaimResult> claim(const ClaimRequest& q) override {
     if (Status s = check_claim(q); !s.ok()) return s;
-    return shard(q.id).claim(q, entities_);
+    const Key k = key(q.id);
+    return shard(k).claim(q, k, entities_);
   }
   Status commit(const CommitRequest& q) override {
     if (Status s = check_commit(q); !s.ok()) return s;
-    return shard(q.id).commit(q, entities_);
+    const Key k = key(q.id);
+    return shard(k).commit(q, k, entities_);
   }
   StatusOr<std::uint32_t> release(const ReleaseRequest& q) override {
     if (Status s = check_release(q); !s.ok()) return s;
-    return shard(q.id).release(q);
+    const Key k = key(q.id);
+    return shard(k).release(q, k);
   }
   Status extend(const ExtendRequest& q) override {
     if (Status s = check_extend(q); !s.ok()) return s;
-    return shard(q.id).extend(q);
+    const Key k = key(q.id);
+    return shard(k).extend(q, k);
   }
   StatusOr<std::optional<RecordInfo>> inspect(std::string_view id, TimePoint now) override {
-    return shard(id).inspect(id, now);
+    const Key k = key(id);
+    return shard(k).inspect(k, now);
   }
   StatusOr<std::size_t> purge_expired(TimePoint now, std::size_t max_records) override {
     // The walk's budget is shared by the shards: O(max_records) work in all.
@@ -337,7 +326,8 @@ class MemoryStore final : public Store {
   }
   StatusOr<bool> remove_record(std::string_view id, TimePoint now) override {
     if (id.empty()) return invalid_argument("remove_record: empty id");
-    return shard(id).remove(id, to_unix_ms(now));
+    const Key k = key(id);
+    return shard(k).remove(k, to_unix_ms(now));
   }
   StatusOr<bool> remove_entity(std::string_view key) override {
     if (key.empty()) return invalid_argument("remove_entity: empty key");
@@ -366,7 +356,13 @@ class MemoryStore final : public Store {
   static constexpr std::size_t kScanFactor = 4;  // entries examined per record to remove
   static constexpr std::size_t kScanMin = 64;    // and at least this many
 
-  Shard& shard(std::string_view id) { return *shards_[std::hash<std::string_view>{}(id) % shards_.size()]; }
+  // One hash per request: its low 32 bits are the tag (the slot in the shard's index),
+  // its high bits choose the shard, so that the two are independent.
+  static Key key(std::string_view id) {
+    const std::uint64_t h = memory_detail::hash_id(id);
+    return {id, memory_detail::tag_of(h), static_cast<std::uint32_t>(h >> 32)};
+  }
+  Shard& shard(Key k) const { return *shards_[k.upper % shards_.size()]; }
   std::vector<std::unique_ptr<Shard>> shards_;
   Entities entities_;  // locked after an id shard, never before
 };

@@ -1,0 +1,152 @@
+// The id records of one memory: shard: a FIFO of records with an open-addressing index
+// by id. Internal to idem::memory.
+//
+// Layout, chosen so that a claim of a new id touches one cold cache line (its index
+// slot) and nothing else that is not already hot:
+//  - records live in a ring in insertion order (a power-of-two array that doubles
+//    when full), addressed by a 64-bit sequence number;
+//  - each record's id lives in an arena of chunks appended in the same order, so the
+//    arena is freed from the front as records leave the front;
+//  - the index is an array of 8-byte slots (a 32-bit hash tag, the low 32 bits of the
+//    record's sequence number), linear probing, kept at most half full, with
+//    backward-shift deletion (no tombstones).
+// Records leave only from the front (pop_front, or rotate_front which moves a record
+// to the back), which is what makes the ring and the arena FIFOs.
+//
+// Not thread-safe: the shard's lock guards it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "idem/store.hpp"
+
+namespace idem::memory_detail {
+
+struct Record {
+  RecordState state = RecordState::kPending;
+  std::uint32_t owner = 0;  // index into the shard's interned owners (kInProgress)
+  std::uint32_t retries = 0;
+  std::int64_t lease_until_ms = 0;
+  std::int64_t expires_ms = 0;  // pending / done records
+  std::optional<std::uint64_t> fingerprint;
+  std::unique_ptr<std::string> result;  // null: no result (rare, so kept out of line)
+};
+
+// A fast 64-bit hash of an id: eight bytes at a time, each word mixed by a multiply,
+// then a final avalanche (MurmurHash3's fmix64), so both halves of the result are
+// well mixed (the low half is the tag, the high half chooses the shard).
+inline std::uint64_t hash_id(std::string_view id) {
+  constexpr std::uint64_t kMul = 0x9E3779B97F4A7C15ULL;
+  std::uint64_t h = id.size() * kMul;
+  std::size_t i = 0;
+  for (; i + 8 <= id.size(); i += 8) {
+    std::uint64_t w;
+    std::memcpy(&w, id.data() + i, 8);
+    h = (h ^ w) * kMul;
+    h ^= h >> 29;
+  }
+  if (i < id.size()) {
+    std::uint64_t w = 0;
+    std::memcpy(&w, id.data() + i, id.size() - i);
+    h = (h ^ w) * kMul;
+    h ^= h >> 29;
+  }
+  h ^= h >> 33;
+  h *= 0xFF51AFD7ED558CCDULL;
+  h ^= h >> 33;
+  h *= 0xC4CEB9FE1A85EC53ULL;
+  h ^= h >> 33;
+  return h;
+}
+
+// The hash tag of an id: never 0 (0 marks an empty index slot).
+inline std::uint32_t tag_of(std::uint64_t hash) {
+  const auto t = static_cast<std::uint32_t>(hash);
+  return t != 0 ? t : 1;
+}
+
+class RecordTable {
+ public:
+  struct Entry {
+    const char* id = nullptr;  // in the arena; id_size bytes
+    std::uint32_t id_size = 0;
+    std::uint32_t tag = 0;
+    Record record;
+    std::string_view id_view() const { return {id, id_size}; }
+  };
+
+  RecordTable();
+
+  std::size_t size() const { return static_cast<std::size_t>(tail_ - head_); }
+
+  // Returns id's record, or null if absent. `tag` is tag_of(hash of id).
+  Record* find(std::string_view id, std::uint32_t tag);
+
+  // Appends a new, empty record for id at the back. REQUIRES: id absent.
+  Record& push_back(std::string_view id, std::uint32_t tag);
+
+  // REQUIRES: size() > 0.
+  const Entry& front() const { return at(head_); }
+  // Removes the front record.
+  void pop_front();
+  // Moves the front record to the back (its id too), unchanged.
+  void rotate_front();
+
+  // Calls f(const Record&) for every record, front to back.
+  template <class F>
+  void for_each(F&& f) const {
+    for (std::uint64_t s = head_; s != tail_; ++s) f(at(s).record);
+  }
+
+ private:
+  struct Slot {
+    std::uint32_t tag = 0;  // 0: empty
+    std::uint32_t seq = 0;  // low 32 bits of the record's sequence number
+  };
+
+  // Ids, appended at the back and released from the front, in record order.
+  class Arena {
+   public:
+    const char* append(std::string_view id);
+    void release_front();  // releases the oldest id still held
+
+   private:
+    struct Chunk {
+      std::unique_ptr<char[]> data;
+      std::size_t capacity = 0, used = 0, live = 0;
+    };
+    static constexpr std::size_t kChunkBytes = 64 * 1024;
+    std::deque<Chunk> chunks_;
+  };
+
+  Entry& at(std::uint64_t seq) { return ring_[seq & (ring_.size() - 1)]; }
+  const Entry& at(std::uint64_t seq) const { return ring_[seq & (ring_.size() - 1)]; }
+  std::uint64_t seq_of(const Slot& s) const {
+    return head_ + static_cast<std::uint32_t>(s.seq - static_cast<std::uint32_t>(head_));
+  }
+  std::size_t home(std::uint32_t tag) const { return tag & (slots_.size() - 1); }
+  // The index slot of the record with sequence number seq.
+  std::size_t slot_of(std::uint32_t tag, std::uint64_t seq) const;
+  void erase_slot(std::size_t i);
+  void insert_slot(std::uint32_t tag, std::uint64_t seq);
+  void grow_index();
+  void grow_ring();
+  // Removes the front record from the ring, returning it. Its id stays in the arena
+  // until the caller's arena_.release_front().
+  Entry take_front();
+
+  std::vector<Entry> ring_;  // size: a power of two
+  std::vector<Slot> slots_;  // size: a power of two, at most half full
+  std::uint64_t head_ = 0, tail_ = 0;
+  Arena arena_;
+};
+
+}  // namespace idem::memory_detail
