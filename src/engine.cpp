@@ -38,6 +38,8 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(ConsumerOptions options, Extrac
   e->impl_->clock = e->opts_.clock;
   e->impl_->log = e->opts_.logger.get();
   e->impl_->store = e->opts_.store.get();
+  e->impl_->time_store =
+      e->opts_.latency_metrics && (e->impl_->store == nullptr || !e->impl_->store->capabilities().in_process);
   if (e->opts_.on_store_failure == StoreFailurePolicy::kFailOpen)
     log_warn(e->impl_->log, "idem: fail-open is on: when the store is unavailable handlers run without dedup");
   return e;
@@ -143,7 +145,9 @@ std::vector<Decision> Pipeline::process_batch(std::span<const MessageView> ms, H
       out[i] = claim.ok() ? answer_existing(*claim) : fail_open_or_closed(m, h, i, claim.status(), start);
       continue;
     }
-    const TimePoint t = tick();
+    // The latest clock reading (the previous handler's end, or the claim's start): only
+    // bookkeeping without store calls has run since, so it is this handler's start.
+    const TimePoint t = last_;
     // The lease runs from the handler's start: renew the batch claim's lease when the
     // earlier handlers of this batch used up more than a tenth of it. If it was lost
     // meanwhile, this copy goes through the single-message path instead.

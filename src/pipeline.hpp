@@ -59,6 +59,7 @@ struct Engine::Impl {
   std::shared_ptr<Clock> clock;
   spdlog::logger* log = nullptr;
   Store* store = nullptr;
+  bool time_store = true;  // latency_metrics, and the store is not in_process
   std::atomic<bool> warned_manual{false};
   std::atomic<std::uint64_t> commits{0};
 
@@ -123,10 +124,11 @@ class Pipeline {
   TimePoint tick() { return last_ = impl_.now(); }
 
   // Runs one store call, timed from last_ (REQUIRES: fresh, i.e. set by the step just
-  // before) to a new tick(). Without latency_metrics: untimed, last_ unchanged.
+  // before) to a new tick(). Without latency_metrics, or over an in_process store:
+  // untimed, last_ unchanged.
   template <class F>
   auto timed_store(F&& f) {
-    if (!o_.latency_metrics) return f();
+    if (!impl_.time_store) return f();
     const TimePoint t0 = last_;
     auto r = f();
     metrics_.store_latency.record(tick() - t0);

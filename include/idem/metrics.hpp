@@ -49,7 +49,7 @@ struct MetricsSnapshot {
   std::array<std::uint64_t, kReasonCount> decisions{};  // by Reason
   std::array<std::uint64_t, 4> actions{};               // by Action
   std::uint64_t ack_timeout_warnings = 0;
-  HistogramSnapshot store_latency;    // each store call
+  HistogramSnapshot store_latency;    // each store call (none if capabilities().in_process)
   HistogramSnapshot handler_latency;  // each handler call
   HistogramSnapshot queue_wait;       // received → handler start
 

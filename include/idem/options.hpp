@@ -49,7 +49,7 @@ struct ConsumerOptions {
   // null: that guarantee keeps no record).
   std::shared_ptr<Store> store;
 
-  Duration lease{30'000};  // ms; in-progress lease, from handler start; default 30 s
+  Duration lease{30'000};                // ms; in-progress lease, from handler start; default 30 s
   Duration ttl{7LL * 24 * 3600 * 1000};  // ms; how long a done id is remembered; 7 days
   std::uint32_t max_retries = 5;         // retry decisions per id before dead_letter
   Backoff backoff;                       // for handler failures
@@ -76,7 +76,7 @@ struct ConsumerOptions {
   // store_latency, handler_latency): two clock reads and three histogram updates per
   // message more. false: the clock is read once before the claim and once after the
   // handler (leases and the commit still see the time); those histograms stay empty.
-  // Default true.
+  // Calls to a store with capabilities().in_process are never timed. Default true.
   bool latency_metrics = true;
 
   // The broker's ack timeout (ms). When received → finished exceeds it, a warning

@@ -31,7 +31,7 @@ struct StoreCapabilities {
   // begin_batch() gives a transaction spanning many handlers, each in a savepoint
   // (transactional consumers' process_batch then commits once per batch).
   bool batch_transactions = false;
-  bool native_ttl = false;     // the backend expires records by itself
+  bool native_ttl = false;  // the backend expires records by itself
   // commit_then_claim() costs one round trip rather than two (e.g. Redis pipelines the
   // commit and the claim): Consumer::process(m, next) then claims `next` with m's
   // commit. Other stores keep the default (two calls) and the lookahead stays off.
@@ -48,6 +48,11 @@ struct StoreCapabilities {
   // nothing. Without it a later write may land on a revision another writer produced
   // meanwhile, so the engine puts at most one write per key in a batch.
   bool entity_chains = false;
+  // Every call is a short in-process operation (no I/O, no wait but a brief lock), as
+  // in idem::memory: the consumer does not time its calls, so MetricsSnapshot's
+  // store_latency stays empty for it (two clock reads and two histogram updates per
+  // message fewer).
+  bool in_process = false;
 };
 
 enum class ClaimStatus {

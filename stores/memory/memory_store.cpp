@@ -281,6 +281,7 @@ class MemoryStore final : public Store {
     StoreCapabilities c;
     c.entities = true;
     c.entity_chains = true;  // the default commit_batch
+    c.in_process = true;
     return c;
   }
 

@@ -1,4 +1,5 @@
 // Metrics counters and histograms, the Prometheus text, and the ack-timeout watchdog.
+#include "idem/store_wrapper.hpp"
 #include "unit/consumer_test_support.hpp"
 
 namespace idem::test {
@@ -33,9 +34,21 @@ TEST_F(ConsumerTest, WithoutLatencyMetricsDecisionsAndLeasesAreUnchanged) {
   EXPECT_EQ(s.store_latency.count, 0u);
 }
 
+// The memory store wrapped so that it no longer says in_process: its calls are timed.
+class TimedMemoryStore final : public StoreWrapper {
+ public:
+  using StoreWrapper::StoreWrapper;
+  StoreCapabilities capabilities() const override {
+    StoreCapabilities c = StoreWrapper::capabilities();
+    c.in_process = false;
+    return c;
+  }
+};
+
 TEST_F(ConsumerTest, CountersPerReasonAndAction) {
   ConsumerOptions o = options();
   o.max_retries = 1;
+  o.store = std::make_shared<TimedMemoryStore>(store_);
   auto c = make(o, [&](const Msg& m, HandlerContext& ctx) {
     clock_->advance(milliseconds(1500));
     (void)ctx;
@@ -143,6 +156,16 @@ TEST_F(ConsumerTest, AckTimeoutWatchdogIsOffByDefault) {
   c.process(m);
   EXPECT_EQ(c.metrics().snapshot().ack_timeout_warnings, 0u);
   EXPECT_EQ(log_.count_lines("ack timeout"), 0);
+}
+
+TEST_F(ConsumerTest, CallsToAnInProcessStoreAreNotTimed) {
+  ASSERT_TRUE(store_->capabilities().in_process) << "memory: is in_process";
+  auto c = make(options(), [&](const Msg&, HandlerContext&) { return HandlerResult::ok(); });
+  EXPECT_EQ(c.process(msg("a")).reason, Reason::kProcessed);
+  EXPECT_EQ(c.process(msg("a")).reason, Reason::kDuplicate);
+  const MetricsSnapshot s = c.metrics().snapshot();
+  EXPECT_EQ(s.store_latency.count, 0u);
+  EXPECT_EQ(s.handler_latency.count, 1u) << "the handler is still timed";
 }
 
 }  // namespace
