@@ -24,6 +24,9 @@ void add_inspect_command(CLI::App& app, Runner& selected);
 // `idem purge`: removes expired records, or one record or entity (purge_command.cpp).
 void add_purge_command(CLI::App& app, Runner& selected);
 
+// `idem bench`: idem against the raw store and the naive approach (bench_command.cpp).
+void add_bench_command(CLI::App& app, Runner& selected);
+
 #ifdef IDEM_TOOL_WITH_BROKERS
 // `idem consume --source URI …`: the consumer runtime (consume_command.cpp).
 void add_consume_command(CLI::App& app, Runner& selected);

@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   idem::cli::add_replay_command(app, selected);
   idem::cli::add_inspect_command(app, selected);
   idem::cli::add_purge_command(app, selected);
+  idem::cli::add_bench_command(app, selected);
 #ifdef IDEM_TOOL_WITH_BROKERS
   idem::cli::add_consume_command(app, selected);
   idem::cli::add_publish_command(app, selected);
