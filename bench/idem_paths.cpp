@@ -1,12 +1,16 @@
 #include "idem_paths.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <span>
+#include <utility>
+#include <vector>
 
 #include "idem/consumer.hpp"
 #include "idem/memory_store.hpp"
+#include "idem/store_wrapper.hpp"
 #include "raw_sqlite.hpp"
 #ifdef IDEM_BENCH_WITH_SQLITE_STORE
 #include "idem/sqlite_store.hpp"
@@ -28,6 +32,43 @@ void count(const Decision& d, PathResult& r) {
   } else {
     ++r.other;
   }
+}
+
+// A store that adds up the time spent inside the calls the per-message path makes.
+class TimedStore final : public StoreWrapper {
+ public:
+  using StoreWrapper::StoreWrapper;
+  using Clock = std::chrono::steady_clock;
+
+  StatusOr<ClaimResult> claim(const ClaimRequest& q) override {
+    const auto t0 = Clock::now();
+    auto r = StoreWrapper::claim(q);
+    inside_ += Clock::now() - t0;
+    return r;
+  }
+  Status commit(const CommitRequest& q) override {
+    const auto t0 = Clock::now();
+    Status s = StoreWrapper::commit(q);
+    inside_ += Clock::now() - t0;
+    return s;
+  }
+  StatusOr<std::size_t> purge_expired(TimePoint now, std::size_t max) override {
+    const auto t0 = Clock::now();
+    auto r = StoreWrapper::purge_expired(now, max);
+    inside_ += Clock::now() - t0;
+    return r;
+  }
+  // Returns the time inside the store since the last call, and restarts the count.
+  Clock::duration take() { return std::exchange(inside_, Clock::duration{0}); }
+
+ private:
+  Clock::duration inside_{0};  // one thread only
+};
+
+double percentile_us(std::vector<std::int64_t>& ns, double q) {
+  const auto k = static_cast<std::size_t>(q * static_cast<double>(ns.size() - 1));
+  std::nth_element(ns.begin(), ns.begin() + static_cast<std::ptrdiff_t>(k), ns.end());
+  return static_cast<double>(ns[k]) / 1000.0;
 }
 
 }  // namespace
@@ -70,6 +111,37 @@ PathResult run_memory(const Stream& s, Feed feed) {
   auto store = memory::open(mo);
   if (!store.ok()) die("memory::open", store.status());
   return run_consumer(std::move(store).value(), s, feed);
+}
+
+PathResult run_memory_overhead(const Stream& s) {
+  memory::Options mo;
+  mo.max_records = std::max(mo.max_records, s.messages.size());
+  auto opened = memory::open(mo);
+  if (!opened.ok()) die("memory::open", opened.status());
+  auto timed = std::make_shared<TimedStore>(std::move(opened).value());
+  ConsumerOptions opts;
+  opts.guarantee = Guarantee::kEffectivelyOnce;
+  opts.store = timed;
+  Extractors<Msg> ex;
+  ex.id = [](const Msg& m) { return std::optional<std::string_view>(m.id); };
+  auto consumer = Consumer<Msg>::create(std::move(opts), std::move(ex),
+                                        [](const Msg&, HandlerContext&) { return HandlerResult::ok(); });
+  if (!consumer.ok()) die("Consumer::create", consumer.status());
+  std::vector<std::int64_t> added;
+  added.reserve(s.messages.size());
+  PathResult r;
+  Stopwatch sw;
+  for (const Msg& m : s.messages) {
+    const auto t0 = TimedStore::Clock::now();
+    count(consumer->process(m), r);
+    const auto total = TimedStore::Clock::now() - t0;
+    added.push_back(std::chrono::duration_cast<std::chrono::nanoseconds>(total - timed->take()).count());
+  }
+  sw.stop_into(r);
+  r.messages = s.messages.size();
+  r.added_p50_us = percentile_us(added, 0.50);
+  r.added_p99_us = percentile_us(added, 0.99);
+  return r;
 }
 
 PathResult run_memory_store_direct(const Stream& s) {

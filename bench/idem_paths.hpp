@@ -30,6 +30,11 @@ PathResult run_memory(const Stream& s, Feed feed);
 // per message, no Consumer: the store's share of the memory path's cost.
 PathResult run_memory_store_direct(const Stream& s);
 
+// Consumer::process over the memory store, each message timed, and inside it each store
+// call: fills added_p50_us / added_p99_us with the middleware's own time per message
+// (store excluded). The timing's clock reads make the rate lower than run_memory's.
+PathResult run_memory_overhead(const Stream& s);
+
 #ifdef IDEM_BENCH_WITH_SQLITE_STORE
 // idem::sqlite at `path` (fresh; deleted afterwards), default options except leases.
 // shared_leases: LeaseMode::kShared instead of the default kLocal.

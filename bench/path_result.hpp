@@ -13,13 +13,16 @@
 namespace idem::bench {
 
 struct PathResult {
-  double wall_seconds = 0;       // elapsed real time of the measured loop
-  double cpu_seconds = 0;        // CPU time of the process during the loop
-  std::uint64_t messages = 0;    // deliveries fed in
-  std::uint64_t processed = 0;   // deliveries whose handler ran (first deliveries)
-  std::uint64_t duplicates = 0;  // deliveries recognised as duplicates
-  std::uint64_t other = 0;       // anything else (retry, dead_letter, …): must be 0
+  double wall_seconds = 0;           // elapsed real time of the measured loop
+  double cpu_seconds = 0;            // CPU time of the process during the loop
+  std::uint64_t messages = 0;        // deliveries fed in
+  std::uint64_t processed = 0;       // deliveries whose handler ran (first deliveries)
+  std::uint64_t duplicates = 0;      // deliveries recognised as duplicates
+  std::uint64_t other = 0;           // anything else (retry, dead_letter, …): must be 0
   std::optional<ProbeReport> probe;  // with --profile: SQLite activity during the loop
+  // The overhead row: the middleware's own time per message (the call's time minus the
+  // time inside store calls), 50th and 99th percentile, in µs.
+  std::optional<double> added_p50_us, added_p99_us;
 
   double rate() const { return wall_seconds > 0 ? static_cast<double>(messages) / wall_seconds : 0; }
 };

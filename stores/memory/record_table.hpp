@@ -54,8 +54,8 @@ inline std::uint64_t hash_id(std::string_view id) {
     h ^= h >> 29;
   }
   if (i < id.size()) {
-    std::uint64_t w = 0;
-    std::memcpy(&w, id.data() + i, id.size() - i);
+    std::uint64_t w = 0;  // the last 1-7 bytes, little end first (no call to memcpy)
+    for (std::size_t k = id.size(); k > i; --k) w = (w << 8) | static_cast<unsigned char>(id[k - 1]);
     h = (h ^ w) * kMul;
     h ^= h >> 29;
   }
