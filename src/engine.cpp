@@ -40,6 +40,9 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(ConsumerOptions options, Extrac
   e->impl_->store = e->opts_.store.get();
   e->impl_->time_store =
       e->opts_.latency_metrics && (e->impl_->store == nullptr || !e->impl_->store->capabilities().in_process);
+  if (e->opts_.outbox.publishers)
+    e->impl_->dispatcher =
+        std::make_unique<Dispatcher>(e->opts_.outbox, e->opts_.ttl, *e->impl_->store, e->impl_->log);
   if (e->opts_.on_store_failure == StoreFailurePolicy::kFailOpen)
     log_warn(e->impl_->log, "idem: fail-open is on: when the store is unavailable handlers run without dedup");
   return e;
@@ -76,9 +79,15 @@ std::vector<Decision> Pipeline::process_batch_in_one_transaction(std::span<const
     for (std::size_t i = 0; i < ms.size(); ++i) out[i] = process(ms[i], h, i);
     return out;
   }
+  std::vector<OutboxEntry> outgoing;  // sent once the batch has committed
+  if (impl_.dispatcher) deferred_outbox_ = &outgoing;
   for (std::size_t i = 0; i < ms.size(); ++i) out[i] = process(ms[i], h, i);
+  deferred_outbox_ = nullptr;
   const Status s = timed_store([&] { return (*batch)->commit(); });
-  if (s.ok()) return out;
+  if (s.ok()) {
+    if (!outgoing.empty()) (void)impl_.dispatcher->send(outgoing, last_);  // a failure is logged; resent later
+    return out;
+  }
   const Decision failed = store_failure(s);
   for (Decision& d : out) {
     if (d.reason == Reason::kBadMessage) continue;
@@ -192,18 +201,23 @@ std::vector<Decision> Pipeline::process_batch(std::span<const MessageView> ms, H
   return out;
 }
 
-std::size_t Engine::tick(HandlerThunk handler) { return Pipeline(*this, opts_, *impl_, *metrics_).tick_all(handler); }
+std::size_t Engine::tick(HandlerThunk handler) {
+  if (impl_->dispatcher) impl_->dispatcher->maybe_resend(impl_->now());
+  return Pipeline(*this, opts_, *impl_, *metrics_).tick_all(handler);
+}
 
 void Engine::reset_watermark(std::string_view stream, std::uint64_t position) {
   impl_->watermarks.reset(stream, position);
 }
 
 Decision Engine::process(const MessageView& m, HandlerThunk handler, std::size_t index) {
+  if (impl_->dispatcher) impl_->dispatcher->maybe_resend(impl_->now());
   if (impl_->lookahead.held()) return process_ahead(m, handler, nullptr, index);  // lookahead.cpp
   return Pipeline(*this, opts_, *impl_, *metrics_).process(m, handler, index);
 }
 
 std::vector<Decision> Engine::process_batch(std::span<const MessageView> ms, HandlerThunk handler) {
+  if (impl_->dispatcher) impl_->dispatcher->maybe_resend(impl_->now());
   if (impl_->lookahead.held()) (void)flush_lookahead();  // lookahead.cpp
   return Pipeline(*this, opts_, *impl_, *metrics_).process_batch(ms, handler);
 }
@@ -223,6 +237,31 @@ void HandlerContext::ack() {
     return;
   }
   manual_ = Manual::kAck;
+}
+
+Status HandlerContext::publish(std::string_view destination, std::string payload,
+                               std::vector<std::pair<std::string, std::string>> headers) {
+  Status s = ok_status();
+  if (outbox_ == nullptr) {
+    s = failed_precondition(
+        "ctx.publish: this consumer has no outbox (set ConsumerOptions::outbox.publishers, with transactional mode "
+        "and a store that keeps one)");
+  } else if (destination.empty()) {
+    s = invalid_argument("ctx.publish: empty destination");
+  }
+  if (!s.ok()) {
+    if (publish_error_.empty()) publish_error_ = s.to_string();
+    return s;
+  }
+  OutboxEntry e;
+  e.incoming_id = std::string(id_);
+  e.position = static_cast<std::uint32_t>(outbox_->size());
+  e.destination = std::string(destination);
+  e.message.id = outgoing_id(id_, e.position);
+  e.message.body = std::move(payload);
+  e.message.headers = std::move(headers);
+  outbox_->push_back(std::move(e));
+  return ok_status();
 }
 
 void HandlerContext::nack(Duration delay) {

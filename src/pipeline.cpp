@@ -191,7 +191,10 @@ Decision Pipeline::effectively_once(const MessageView& m, HandlerThunk h, std::s
   if (gated) req.entity_key = *m.key;
   auto claim = timed_store([&] { return impl_.store->claim(req); });
   if (!claim.ok()) return fail_open_or_closed(m, h, index, claim.status(), start);
-  if (claim->status != ClaimStatus::kNew) return answer_existing(*claim);
+  if (claim->status != ClaimStatus::kNew) {
+    if (claim->status == ClaimStatus::kCompleted && impl_.dispatcher) dispatch_pending_of(*m.id);
+    return answer_existing(*claim);
+  }
   if (!gated) return run_claimed(*m.id, fp, claim->retries, handler_of(h, index), start, nullptr, m.version);
   Gate g;
   if (auto early = gate(m, *claim, fp, h, index, g)) {
@@ -201,6 +204,24 @@ Decision Pipeline::effectively_once(const MessageView& m, HandlerThunk h, std::s
   Decision d = run_claimed(*m.id, fp, claim->retries, handler_of(h, index), start, &g, m.version);
   if (g.advanced && o_.ordering.mode == Ordering::kStrict) drain(g.key, h);
   return d;
+}
+
+void Pipeline::dispatch_committed(std::vector<OutboxEntry>& entries) {
+  if (deferred_outbox_ != nullptr) {
+    for (OutboxEntry& e : entries) deferred_outbox_->push_back(std::move(e));
+    return;
+  }
+  (void)impl_.dispatcher->send(entries, last_);  // a failure is logged; a resend follows
+}
+
+void Pipeline::dispatch_pending_of(std::string_view id) {
+  if (deferred_outbox_ == nullptr) {
+    (void)impl_.dispatcher->send_pending_of(id, last_);
+    return;
+  }
+  auto pending = impl_.dispatcher->pending_of(id);
+  if (!pending.ok()) return;  // left to the periodic resend
+  for (OutboxEntry& e : *pending) deferred_outbox_->push_back(std::move(e));
 }
 
 Decision Pipeline::concurrent_update(const Status& s) const {

@@ -11,6 +11,7 @@
 
 #include "idem/engine.hpp"
 #include "idem/fingerprint.hpp"
+#include "dispatcher.hpp"
 #include "idem/state_gate.hpp"
 #include "log.hpp"
 #include "lookahead.hpp"
@@ -75,6 +76,9 @@ struct Engine::Impl {
   // Consumer::process(m, next): the claim of `next` taken with m's commit (lookahead.cpp).
   Lookahead lookahead;
 
+  // The outbox's dispatcher (ConsumerOptions::outbox); null without an outbox.
+  std::unique_ptr<Dispatcher> dispatcher;
+
   TimePoint now() const { return clock->now(); }
 };
 
@@ -100,6 +104,8 @@ struct ContextAccess {
     ctx.transaction_ = txn;
   }
   static Manual manual(const HandlerContext& ctx) { return ctx.manual_; }
+  static void set_outbox(HandlerContext& ctx, std::vector<OutboxEntry>* out) { ctx.outbox_ = out; }
+  static const std::string& publish_error(const HandlerContext& ctx) { return ctx.publish_error_; }
   static Duration nack_delay(const HandlerContext& ctx) { return ctx.nack_delay_; }
 };
 
@@ -209,6 +215,14 @@ class Pipeline {
                        TimePoint start, Gate* gate, std::optional<std::uint64_t> version,
                        std::optional<TimePoint> lease_until = std::nullopt);
 
+  // --- the outbox (dispatcher.hpp) ---------------------------------------------------
+
+  // After the commit of a handler run that published `entries`: sends them now, or,
+  // inside a batch transaction, after the batch commits (deferred_outbox_).
+  void dispatch_committed(std::vector<OutboxEntry>& entries);
+  // A duplicate of a committed id: sends its outgoing messages still unsent, if any.
+  void dispatch_pending_of(std::string_view id);
+
   // The retry for a commit that found the entity changed by another consumer.
   Decision concurrent_update(const Status& s) const;
 
@@ -287,6 +301,9 @@ class Pipeline {
   Metrics& metrics_;
   TimePoint last_{};                                   // the latest clock reading of this call (see tick())
   std::vector<DeferredPut>* deferred_puts_ = nullptr;  // see buffer_early
+  // Set inside a batch transaction: committed outgoing messages wait here for the
+  // batch's commit (process_batch_in_one_transaction).
+  std::vector<OutboxEntry>* deferred_outbox_ = nullptr;
 };
 
 // --- template members ---------------------------------------------------------
@@ -307,6 +324,10 @@ Run Pipeline::run_handler_with(F&& f, HandlerContext& ctx, TimePoint start) {
   } catch (...) {
     run.kind = HandlerResult::Kind::kFailed;
     run.error = "handler threw a non-std exception";
+  }
+  if (run.kind == HandlerResult::Kind::kOk && !ContextAccess::publish_error(ctx).empty()) {
+    run.kind = HandlerResult::Kind::kFailed;
+    run.error = "the handler returned ok after a failed ctx.publish: " + ContextAccess::publish_error(ctx);
   }
   const TimePoint end = tick();  // also the commit's "now": always read
   if (o_.latency_metrics) metrics_.handler_latency.record(end - start);
@@ -345,6 +366,8 @@ Decision Pipeline::run_claimed(std::string_view id, std::optional<std::uint64_t>
   HandlerContext ctx;
   ContextAccess::init(ctx, &engine_, id, retries + 1, o_.guarantee, lease_until.value_or(start + o_.lease), txn.get(),
                       gate, version);
+  std::vector<OutboxEntry> outgoing;  // what the handler publishes (ctx.publish)
+  if (txn && impl_.dispatcher) ContextAccess::set_outbox(ctx, &outgoing);
   const Run run = run_handler_with(invoke, ctx, start);
   if (run.kind != HandlerResult::Kind::kOk || run.unacknowledged) {
     if (txn) txn->rollback();
@@ -353,9 +376,12 @@ Decision Pipeline::run_claimed(std::string_view id, std::optional<std::uint64_t>
   }
   Decision d = Decision::ack(Reason::kProcessed);
   const auto result = storable_result(run, d);
-  const CommitRequest req = commit_request(key, id, fp, Outcome::kProcessed, result, gate);
+  CommitRequest req = commit_request(key, id, fp, Outcome::kProcessed, result, gate);
+  for (OutboxEntry& e : outgoing) e.created_at = last_;
+  req.outbox = outgoing;
   Status s = timed_store([&] { return txn ? txn->commit(req) : impl_.store->commit(req); });
   if (s.ok() && gate != nullptr && gate->version) gate->advanced = true;
+  if (s.ok() && !outgoing.empty()) dispatch_committed(outgoing);
   if (!s.ok() && (txn || s.code() == StatusCode::kAborted)) {
     // Nothing was committed: with a transaction the handler's writes were rolled back
     // with it, so a redelivery may run it again at once. kAborted: another consumer

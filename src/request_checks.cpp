@@ -26,6 +26,10 @@ Status check_claim(const ClaimRequest& q) {
 Status check_commit(const CommitRequest& q) {
   if (q.id.empty()) return refuse("commit", "empty id");
   if (q.ttl.count() <= 0) return refuse("commit", "ttl must be > 0");
+  for (const OutboxEntry& e : q.outbox) {
+    if (e.incoming_id != q.id) return refuse("commit", "an outbox entry of another incoming id");
+    if (e.destination.empty()) return refuse("commit", "an outbox entry without a destination");
+  }
   if (q.entity) return check_entity_write(*q.entity, "commit");
   return ok_status();
 }

@@ -65,6 +65,13 @@ Status not_supported(std::string_view what) {
 }
 }  // namespace
 
+namespace {
+Status no_outbox() { return failed_precondition("this store keeps no outbox"); }
+}  // namespace
+
+StatusOr<std::vector<OutboxEntry>> Store::outbox_pending(const OutboxQuery&) { return no_outbox(); }
+Status Store::outbox_mark_sent(std::span<const OutboxEntry>, TimePoint, Duration) { return no_outbox(); }
+
 StatusOr<RecordCounts> Store::count_records(TimePoint) { return not_supported("counting records"); }
 StatusOr<bool> Store::remove_record(std::string_view, TimePoint) { return not_supported("removing one record"); }
 StatusOr<bool> Store::remove_entity(std::string_view) { return not_supported("removing one entity"); }

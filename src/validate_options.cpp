@@ -54,6 +54,21 @@ Status validate_ordering(const ConsumerOptions& o, const ExtractorSet& x) {
   return ok_status();
 }
 
+// The transactional outbox (docs/design.md §10).
+Status validate_outbox(const ConsumerOptions& o) {
+  if (!o.outbox.publishers) return ok_status();
+  if (!o.transactional)
+    return invalid_argument("ConsumerOptions::outbox needs transactional = true: outgoing messages are written in the "
+                            "handler's transaction, with the dedup record");
+  if (!o.store->capabilities().outbox)
+    return invalid_argument("ConsumerOptions::outbox needs a store that keeps an outbox (sqlite:, rocksdb:); "
+                            "this store does not");
+  if (o.outbox.dispatch_batch == 0) return invalid_argument("ConsumerOptions::outbox.dispatch_batch must be > 0");
+  if (o.outbox.resend_after.count() <= 0)
+    return invalid_argument("ConsumerOptions::outbox.resend_after must be > 0 ms");
+  return ok_status();
+}
+
 }  // namespace
 
 Status validate_options(const ConsumerOptions& o, const ExtractorSet& x) {
@@ -93,7 +108,7 @@ Status validate_options(const ConsumerOptions& o, const ExtractorSet& x) {
     return invalid_argument("the store is probabilistic (a false positive drops a new message as a duplicate); "
                             "set ConsumerOptions::allow_probabilistic_store = true to accept that under " + g);
   if (Status s = validate_ordering(o, x); !s.ok()) return s;
-  return ok_status();
+  return validate_outbox(o);
 }
 
 }  // namespace idem::detail

@@ -5,9 +5,12 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "idem/clock.hpp"
 #include "idem/guarantee.hpp"
+#include "idem/outbox.hpp"
 #include "idem/status.hpp"
 #include "idem/store.hpp"
 
@@ -102,6 +105,21 @@ class HandlerContext {
   // null otherwise. Backends offer typed accessors (e.g. idem::sqlite::connection()).
   StoreTransaction* transaction() const { return transaction_; }
 
+  // The transactional outbox (outbox.hpp, docs/outbox.md): records a message to
+  // `destination` (a broker URI, e.g. "redis://host:6379/0?stream=orders") in this
+  // handler's transaction, with the dedup record. It is sent after the commit, never
+  // before, and never if the handler fails or its commit does not land. Its id is
+  // outgoing_id(id(), n) for the n-th call (from 0) of this handler run.
+  // Returns kFailedPrecondition when the consumer has no outbox: ConsumerOptions::
+  // outbox.publishers unset (Consumer::create refuses it without transactional mode
+  // and a store that keeps an outbox, so that misconfiguration fails at build time;
+  // the call is where a handler learns that its consumer has none). kInvalidArgument
+  // for an empty destination. After any failed call the run counts as a handler
+  // failure even if the handler returns ok(): an outgoing message is never dropped
+  // silently.
+  Status publish(std::string_view destination, std::string payload,
+                 std::vector<std::pair<std::string, std::string>> headers = {});
+
  private:
   friend class detail::Engine;
   friend struct detail::ContextAccess;
@@ -118,6 +136,8 @@ class HandlerContext {
   bool drained_ = false;
   Manual manual_ = Manual::kNone;
   Duration nack_delay_{0};
+  std::vector<OutboxEntry>* outbox_ = nullptr;  // set when the consumer has an outbox
+  std::string publish_error_;                   // the first failed publish(), if any
 };
 
 }  // namespace idem

@@ -9,6 +9,7 @@
 #include "idem/clock.hpp"
 #include "idem/guarantee.hpp"
 #include "idem/ordering.hpp"
+#include "idem/outbox.hpp"
 #include "idem/store.hpp"
 
 namespace spdlog {
@@ -104,6 +105,10 @@ struct ConsumerOptions {
   // Extractors::key and ::event, a store with entities, and guarantee
   // effectively_once or manual. Null (default): none.
   std::shared_ptr<const StateGate> machine;
+
+  // The transactional outbox (outbox.hpp): HandlerContext::publish, and the
+  // dispatcher that sends what handlers published after each commit. Off by default.
+  OutboxOptions outbox;
 
   // Told the fate of every message that leaves the reorder buffer (ordering.hpp).
   // Null: outcomes are only logged and counted.

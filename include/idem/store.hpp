@@ -18,6 +18,7 @@
 
 #include "idem/clock.hpp"
 #include "idem/entity.hpp"
+#include "idem/outbox.hpp"
 #include "idem/status.hpp"
 
 namespace idem {
@@ -53,6 +54,9 @@ struct StoreCapabilities {
   // store_latency stays empty for it (two clock reads and two histogram updates per
   // message fewer).
   bool in_process = false;
+  // Keeps the transactional outbox (outbox.hpp): commits write CommitRequest::outbox,
+  // and outbox_pending / outbox_mark_sent work. Required by ConsumerOptions::outbox.
+  bool outbox = false;
 };
 
 enum class ClaimStatus {
@@ -120,6 +124,12 @@ struct CommitRequest {
   // The entity key the claim carried, if any (as in ReleaseRequest); with `entity`
   // set, REQUIRES: equal to entity->key.
   std::optional<std::string_view> entity_key;
+  // Outgoing messages written, unsent, in the same atomic step as the record (a
+  // failed commit writes none of them). REQUIRES: capabilities().outbox when
+  // non-empty (the consumer never sends them to another store); each entry has
+  // incoming_id == id, a non-empty destination and a distinct position
+  // (kInvalidArgument otherwise, writing nothing). Must outlive the call.
+  std::span<const OutboxEntry> outbox;
 };
 
 // Gives up a lease held by `owner` (no-op if it does not hold it) and, iff
@@ -269,7 +279,20 @@ class Store {
   // Returns the totals and up to max_keys keys with entries, oldest first.
   virtual StatusOr<BufferSummary> buffer_summary(std::size_t max_keys);
 
-  // Removes up to max_records expired records. Returns how many were removed.
+  // --- the transactional outbox (capabilities().outbox; outbox.hpp) ---------------
+  // Stores without one return kFailedPrecondition from each (the defaults).
+
+  // Returns up to q.max unsent entries that q selects: one incoming id's by ascending
+  // position, or every incoming id's (an incoming id's entries in position order).
+  virtual StatusOr<std::vector<OutboxEntry>> outbox_pending(const OutboxQuery& q);
+  // Marks the entries (by incoming_id, position) sent: outbox_pending no longer returns
+  // them, and they expire at now + ttl (then purge_expired, or the backend's own
+  // expiry, removes them). Entries already sent or absent are skipped. One atomic
+  // step. REQUIRES: ttl > 0.
+  virtual Status outbox_mark_sent(std::span<const OutboxEntry> sent, TimePoint now, Duration ttl);
+
+  // Removes up to max_records expired records (and, with capabilities().outbox, sent
+  // outbox entries past their expiry). Returns how many were removed.
   // Backends with native TTL return 0. Bounded work: safe to call from a hot loop.
   virtual StatusOr<std::size_t> purge_expired(TimePoint now, std::size_t max_records) = 0;
 

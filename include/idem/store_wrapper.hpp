@@ -83,6 +83,12 @@ class StoreWrapper : public Store {
   }
   StatusOr<BufferSummary> buffer_summary(std::size_t max_keys) override { return target_->buffer_summary(max_keys); }
 
+  StatusOr<std::vector<OutboxEntry>> outbox_pending(const OutboxQuery& q) override {
+    return target_->outbox_pending(q);
+  }
+  Status outbox_mark_sent(std::span<const OutboxEntry> sent, TimePoint now, Duration ttl) override {
+    return target_->outbox_mark_sent(sent, now, ttl);
+  }
   StatusOr<std::size_t> purge_expired(TimePoint now, std::size_t max_records) override {
     return target_->purge_expired(now, max_records);
   }

@@ -45,6 +45,21 @@ constexpr std::string_view kCreateV2 =
     "  bytes INTEGER NOT NULL"
     ");"
     "INSERT INTO idem_buffer_totals(one, count, bytes) VALUES(1, 0, 0);";
+// The table version 3 adds: the transactional outbox. expires_ms is NULL while an
+// entry is unsent; the index on it finds the unsent entries and the expired sent ones.
+constexpr std::string_view kCreateV3 =
+    "CREATE TABLE idem_outbox("
+    "  incoming BLOB NOT NULL,"
+    "  position INTEGER NOT NULL,"
+    "  id BLOB NOT NULL,"
+    "  destination BLOB NOT NULL,"
+    "  body BLOB NOT NULL,"
+    "  headers BLOB NOT NULL,"
+    "  created_ms INTEGER NOT NULL,"
+    "  expires_ms INTEGER,"
+    "  PRIMARY KEY(incoming, position)"
+    ") WITHOUT ROWID;"
+    "CREATE INDEX idem_outbox_expires ON idem_outbox(expires_ms);";
 // An index on expires_ms that files written before the rotating purge scan carry: it
 // costs a second b-tree write per record and nothing reads it any more.
 constexpr std::string_view kHasExpiresIndex =
@@ -118,6 +133,12 @@ const std::vector<std::pair<std::string, std::set<std::string>>>& v2_tables() {
   return t;
 }
 
+const std::set<std::string>& outbox_columns() {
+  static const std::set<std::string> c = {"incoming", "position", "id",         "destination",
+                                          "body",     "headers",  "created_ms", "expires_ms"};
+  return c;
+}
+
 Status write_version(sqlite3* db, const std::string& path, const char* sql) {
   if (int rc = exec(db, sql); rc != SQLITE_OK) return sqlite_status(rc, db, "writing the schema version", path);
   return ok_status();
@@ -137,6 +158,26 @@ Status upgrade_to_v2(sqlite3* db, const std::string& path) {
   if (int rc = exec(db, std::string(kCreateV2).c_str()); rc != SQLITE_OK)
     return sqlite_status(rc, db, "upgrading to schema version 2", path);
   return write_version(db, path, "UPDATE idem_meta SET value = 2 WHERE key = 'schema_version'");
+}
+
+// Adds the table of version 3 to a version-2 file and records version 3. REQUIRES:
+// inside the write transaction that checked the file.
+Status upgrade_to_v3(sqlite3* db, const std::string& path) {
+  auto found = columns(db, path, "idem_outbox");
+  if (!found.ok()) return found.status();
+  if (!found->empty())
+    return data_loss("sqlite: " + path +
+                     " is of idem sqlite schema version 2 but already has a table idem_outbox: not a file idem wrote");
+  if (int rc = exec(db, std::string(kCreateV3).c_str()); rc != SQLITE_OK)
+    return sqlite_status(rc, db, "upgrading to schema version 3", path);
+  return write_version(db, path, "UPDATE idem_meta SET value = 3 WHERE key = 'schema_version'");
+}
+
+Status check_v3(sqlite3* db, const std::string& path) {
+  auto found = columns(db, path, "idem_outbox");
+  if (!found.ok()) return found.status();
+  if (found->empty()) return data_loss("sqlite: " + path + " is of idem sqlite schema version 3 but has no table idem_outbox");
+  return check_columns(path, "idem_outbox", *found, outbox_columns());
 }
 
 // Checks the tables of a version-2 file and its buffer totals row.
@@ -167,13 +208,16 @@ Status check_or_create(sqlite3* db, const std::string& path) {
   if (meta->empty()) {
     if (!records->empty())
       return data_loss("sqlite: " + path + " has a table idem_records but no idem_meta: not a file idem created");
-    for (const auto& [table, cols] : v2_tables()) {
+    std::vector<std::string> later = {"idem_outbox"};
+    for (const auto& t : v2_tables()) later.push_back(t.first);
+    for (const auto& table : later) {
       auto found = columns(db, path, table);
       if (!found.ok()) return found.status();
       if (!found->empty())
         return data_loss("sqlite: " + path + " has a table " + table + " but no idem_meta: not a file idem created");
     }
-    if (int rc = exec(db, (std::string(kCreateV1) + std::string(kCreateV2)).c_str()); rc != SQLITE_OK)
+    if (int rc = exec(db, (std::string(kCreateV1) + std::string(kCreateV2) + std::string(kCreateV3)).c_str());
+        rc != SQLITE_OK)
       return sqlite_status(rc, db, "creating the idem tables", path);
     const std::string insert =
         "INSERT INTO idem_meta(key, value) VALUES('schema_version', " + std::to_string(kSchemaVersion) + ")";
@@ -203,8 +247,13 @@ Status check_or_create(sqlite3* db, const std::string& path) {
   if (*records != records_columns())
     return data_loss("sqlite: " + path + " has a table idem_records of a foreign layout (columns: " +
                      join(*records) + ")");
-  if (version == 1) return upgrade_to_v2(db, path);
-  return check_v2(db, path);
+  if (version == 1) {
+    if (Status up = upgrade_to_v2(db, path); !up.ok()) return up;
+    return upgrade_to_v3(db, path);
+  }
+  if (Status v2 = check_v2(db, path); !v2.ok()) return v2;
+  if (version == 2) return upgrade_to_v3(db, path);
+  return check_v3(db, path);
 }
 
 }  // namespace

@@ -18,7 +18,15 @@
 //     one row: the entries and BufferEntry::bytes() in idem_buffer, updated in the
 //     transaction that changes idem_buffer, so that buffer_put checks its limits
 //     without counting the table.
-// A version-1 file gets the version-2 tables at open, in the transaction that checks it.
+// Version 3 adds:
+//   idem_outbox(incoming BLOB, position, id BLOB, destination BLOB, body BLOB,
+//               headers BLOB, created_ms, expires_ms, PRIMARY KEY(incoming, position))
+//   WITHOUT ROWID, and the index idem_outbox_expires on expires_ms
+//     the transactional outbox: one row per outgoing message, written by the commit
+//     of its incoming message; expires_ms is NULL while it is unsent, and now + ttl
+//     once marked sent (purge_expired then removes it). headers is
+//     idem::encode_headers' form.
+// An older file gets the later tables at open, in the transaction that checks it.
 //
 // Record states (column `state`): see RowState. Other tables in the file are the
 // user's (transactional mode) and are never touched.

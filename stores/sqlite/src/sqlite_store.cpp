@@ -96,6 +96,7 @@ Status SqliteStore::prepare() {
       {&scan_up_to_, kScanUpTo},
   };
   for (auto& e : entity_statements()) all.push_back(e);
+  for (auto& e : outbox_statements()) all.push_back(e);
   for (const auto& [stmt, sql] : all) {
     if (int rc = stmt->prepare(conn_.db, sql); rc != SQLITE_OK) {
       if ((rc & 0xff) == SQLITE_ERROR)
@@ -115,6 +116,7 @@ StoreCapabilities SqliteStore::capabilities() const {
   c.batch_transactions = true;
   c.entities = true;
   c.entity_chains = true;
+  c.outbox = true;
   return c;
 }
 
@@ -345,6 +347,7 @@ Status SqliteStore::commit_one(const CommitRequest& q) {
 Status SqliteStore::commit_with_entity(const CommitRequest& q) {
   if (Status s = fault("commit.before_write"); !s.ok()) return s;
   if (Status s = commit_one(q); !s.ok()) return s;
+  if (Status s = write_outbox(q); !s.ok()) return s;
   if (Status s = fault("commit.after_record"); !s.ok()) return s;
   if (!q.entity) return ok_status();
   if (Status s = write_entity_one(*q.entity); !s.ok()) return s;
@@ -391,6 +394,9 @@ std::vector<Status> SqliteStore::commit_batch(std::span<const CommitRequest> req
       }
     } else if (s.ok()) {
       s = commit_one(q);
+    }
+    if (s.ok() && !q.outbox.empty()) {
+      if (Status o = write_outbox(q); !o.ok()) return fail_all(o);
     }
     const auto code = s.code();
     if (!s.ok() && code != StatusCode::kFailedPrecondition && code != StatusCode::kInvalidArgument &&
@@ -578,6 +584,9 @@ StatusOr<std::size_t> SqliteStore::purge_expired(TimePoint now, std::size_t max_
   std::optional<std::string> next_cursor;
   auto removed = purge_rows(now_ms, max_records, scan_limit, next_cursor);
   if (!removed.ok()) return removed.status();
+  auto sent = purge_outbox(now_ms, max_records - *removed);
+  if (!sent.ok()) return sent.status();
+  *removed += *sent;
   if (Status s = w.finish(); !s.ok()) return s;
   purge_cursor_ = std::move(next_cursor);
   // Expired local leases are records too (an abandoned claim).

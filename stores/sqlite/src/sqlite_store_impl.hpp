@@ -58,6 +58,11 @@ class SqliteStore final : public Store, public std::enable_shared_from_this<Sqli
   StatusOr<std::unique_ptr<BatchTransaction>> begin_batch(TimePoint now) override;
   StatusOr<std::size_t> purge_expired(TimePoint now, std::size_t max_records) override;
 
+  // The outbox (outbox.cpp): entries written by every commit form with the record;
+  // outbox_mark_sent in one write transaction.
+  StatusOr<std::vector<OutboxEntry>> outbox_pending(const OutboxQuery& q) override;
+  Status outbox_mark_sent(std::span<const OutboxEntry> sent, TimePoint now, Duration ttl) override;
+
   StatusOr<EntityRecord> read_entity(std::string_view key) override;
   Status write_entity(const EntityWrite& write) override;
   Status buffer_put(const BufferPut& put) override;
@@ -133,6 +138,12 @@ class SqliteStore final : public Store, public std::enable_shared_from_this<Sqli
   bool shared() const { return options_.leases == LeaseMode::kShared; }
   // The statements of entities.cpp with their SQL, for prepare().
   std::vector<std::pair<Statement*, std::string_view>> entity_statements();
+  // The statements of outbox.cpp.
+  std::vector<std::pair<Statement*, std::string_view>> outbox_statements();
+  // REQUIRES: a write transaction, rolled back by the caller on error. Writes q.outbox.
+  Status write_outbox(const CommitRequest& q);
+  // REQUIRES: a write transaction. Deletes up to max sent entries expired at now_ms.
+  StatusOr<std::size_t> purge_outbox(std::int64_t now_ms, std::size_t max);
   Status run(const Statement& s, std::string_view what);  // steps to DONE
   // Prepares `sql` into `s` for one operator call. REQUIRES: mu_ held.
   Status prepare_once(Statement& s, std::string_view sql);
@@ -214,6 +225,7 @@ class SqliteStore final : public Store, public std::enable_shared_from_this<Sqli
   Statement select_entity_, insert_entity_, update_entity_, put_entity_;
   Statement buffer_get_, buffer_key_count_, buffer_insert_, buffer_delete_, buffer_low_, buffer_high_;
   Statement buffer_keys_, totals_, totals_add_;
+  Statement outbox_insert_, outbox_pending_all_, outbox_pending_of_, outbox_mark_, outbox_purge_;
 };
 
 }  // namespace idem::sqlite::detail

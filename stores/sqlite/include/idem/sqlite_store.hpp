@@ -52,8 +52,9 @@ struct Options {
   // write, "commit.after_entity" (after the entity write and the buffer removal)
   // (commit() and StoreTransaction::commit()), and at "commit_batch.before_write",
   // "commit_batch.after_first" (after the first record is written) and
-  // "commit_batch.before_commit". A non-OK answer rolls the whole transaction back
-  // and is returned (for every item of a batch).
+  // "commit_batch.before_commit", and at "outbox.mark_sent.before_commit" in
+  // outbox_mark_sent. A non-OK answer rolls the whole transaction back and is
+  // returned (for every item of a batch).
   FaultHook fault_hook;
 };
 
@@ -69,8 +70,12 @@ struct Options {
 // still has the index idem_records_expires on idem_records (written by an earlier
 // build) opens, and the index is dropped. Schema version 2 adds idem_entities (one row
 // per entity key, WITHOUT ROWID), idem_buffer (PRIMARY KEY (key, version), WITHOUT
-// ROWID) and idem_buffer_totals (one row: entries and bytes in the buffer). A file of
-// version 1 is upgraded to version 2 at open, in one transaction.
+// ROWID) and idem_buffer_totals (one row: entries and bytes in the buffer). Schema
+// version 3 adds idem_outbox (the transactional outbox, outbox.hpp: one row per
+// outgoing message, PRIMARY KEY (incoming, position), WITHOUT ROWID, written by the
+// commit of its incoming message; expires_ms NULL while unsent) with one index on
+// expires_ms, which finds the unsent entries and the expired sent ones. A file of an
+// older version is upgraded at open, in one transaction.
 //
 // Purge: purge_expired(now, max_records) is a rotating scan over the primary key. The
 // store keeps a cursor (the last id read, in memory; the first row after open). Each
@@ -83,7 +88,9 @@ struct Options {
 // `now` is gone after at most one full sweep of the cursor over the table (each call
 // moves it on by 4 × max_records + 64 rows, or past max_records deleted ones); live
 // records are never removed. An expired record not yet purged is still answered
-// as expired by claim and inspect: purging only reclaims space.
+// as expired by claim and inspect: purging only reclaims space. The same call then
+// removes sent outbox entries past their expiry, oldest first, up to the rest of
+// max_records.
 StatusOr<std::shared_ptr<Store>> open(const Options& options);
 
 // From a URI: sqlite:PATH?leases=local|shared&busy_timeout_ms=N&synchronous=normal|full&cache_mib=N;
@@ -97,6 +104,6 @@ StatusOr<std::shared_ptr<Store>> open(const StoreUri& uri);
 sqlite3* connection(const HandlerContext& ctx);
 
 // The schema version this build writes.
-inline constexpr int kSchemaVersion = 2;
+inline constexpr int kSchemaVersion = 3;
 
 }  // namespace idem::sqlite
