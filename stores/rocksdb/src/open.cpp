@@ -22,6 +22,8 @@ using detail::kBufferCf;
 using detail::kDoneCf;
 using detail::kEntitiesCf;
 using detail::kMetaCf;
+using detail::kOutboxCf;
+using detail::kOutboxSentCf;
 using detail::kRetriesCf;
 
 // RocksDB's info log, appended to <path>/LOG. It takes the place of RocksDB's own
@@ -147,18 +149,21 @@ StatusOr<std::shared_ptr<Store>> open(const Options& o) {
                          need + "); idem leaves it untouched");
     }
   } else {
-    names = {::rocksdb::kDefaultColumnFamilyName, kMetaCf, kDoneCf, kRetriesCf, kEntitiesCf, kBufferCf};
+    names = {::rocksdb::kDefaultColumnFamilyName, kMetaCf, kDoneCf, kRetriesCf, kEntitiesCf, kBufferCf,
+             kOutboxCf, kOutboxSentCf};
   }
-  // A database written before entities existed lacks idem_entities and idem_buffer:
-  // they are added once its layout has been checked (below), not before.
+  // A database written before entities (or the outbox) existed lacks their column
+  // families: they are added once its layout has been checked (below), not before.
   std::vector<std::string> to_add;
-  for (const char* later : {kEntitiesCf, kBufferCf})
+  for (const char* later : {kEntitiesCf, kBufferCf, kOutboxCf, kOutboxSentCf})
     if (std::find(names.begin(), names.end(), later) == names.end()) to_add.emplace_back(later);
   for (const auto& cf : o.user_column_families)
     if (std::find(names.begin(), names.end(), cf) == names.end()) names.push_back(cf);
   std::vector<::rocksdb::ColumnFamilyDescriptor> descs;
   for (const auto& n : names)
-    descs.emplace_back(n, n == kDoneCf || n == kRetriesCf ? expiring : n == kEntitiesCf ? entities : plain);
+    descs.emplace_back(n, n == kDoneCf || n == kRetriesCf || n == kOutboxSentCf ? expiring
+                          : n == kEntitiesCf                                     ? entities
+                                                                                 : plain);
 
   ::rocksdb::DB* raw = nullptr;
   std::vector<::rocksdb::ColumnFamilyHandle*> handles;
@@ -176,6 +181,10 @@ StatusOr<std::shared_ptr<Store>> open(const Options& o) {
       store->entities_cf_ = handles[i];
     else if (names[i] == kBufferCf)
       store->buffer_cf_ = handles[i];
+    else if (names[i] == kOutboxCf)
+      store->outbox_cf_ = handles[i];
+    else if (names[i] == kOutboxSentCf)
+      store->outbox_sent_cf_ = handles[i];
     else if (names[i].rfind("idem_", 0) != 0)
       store->user_cfs.emplace(names[i], handles[i]);
   }
@@ -202,10 +211,14 @@ StatusOr<std::shared_ptr<Store>> open(const Options& o) {
   }
   for (const auto& name : to_add) {
     ::rocksdb::ColumnFamilyHandle* h = nullptr;
-    if (auto c = store->db_->CreateColumnFamily(name == kEntitiesCf ? entities : plain, name, &h); !c.ok())
+    const auto& cf_options = name == kEntitiesCf ? entities : name == kOutboxSentCf ? expiring : plain;
+    if (auto c = store->db_->CreateColumnFamily(cf_options, name, &h); !c.ok())
       return detail::to_status(c, "add column family " + name + " to " + quoted(o.path));
     store->handles.push_back(h);
-    (name == kEntitiesCf ? store->entities_cf_ : store->buffer_cf_) = h;
+    (name == kEntitiesCf     ? store->entities_cf_
+     : name == kBufferCf     ? store->buffer_cf_
+     : name == kOutboxCf     ? store->outbox_cf_
+                             : store->outbox_sent_cf_) = h;
   }
   store->entity_cache_per_stripe =
       o.entity_cache == 0 ? 0 : std::max<std::size_t>(1, (o.entity_cache + o.lease_stripes - 1) / o.lease_stripes);

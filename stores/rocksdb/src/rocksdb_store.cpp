@@ -42,6 +42,7 @@ StoreCapabilities RocksStore::capabilities() const {
   c.native_ttl = true;
   c.entities = true;
   c.entity_chains = true;
+  c.outbox = true;
   return c;
 }
 
@@ -236,6 +237,7 @@ Status RocksStore::stage_commit(Stripe& s, Stripe::LeaseMap::iterator it, const 
   if (q.entity) {
     if (Status e = stage_entity(*q.entity, st, batch); !e.ok()) return e;
   }
+  if (Status o = stage_outbox(q, batch); !o.ok()) return o;
   const auto kind = q.outcome == Outcome::kDeadLettered ? RecordKind::kDeadLettered : RecordKind::kCompleted;
   const ::rocksdb::Slice key(q.id.data(), q.id.size());
   auto s1 = batch.Put(done_cf_, key, encode_done(kind, now + q.ttl.count(), q.fingerprint, q.result));

@@ -33,10 +33,13 @@ inline constexpr const char* kDoneCf = "idem_done";
 inline constexpr const char* kRetriesCf = "idem_retries";
 inline constexpr const char* kEntitiesCf = "idem_entities";
 inline constexpr const char* kBufferCf = "idem_buffer";
+inline constexpr const char* kOutboxCf = "idem_outbox";
+inline constexpr const char* kOutboxSentCf = "idem_outbox_sent";
 inline constexpr const char* kLayoutKey = "layout";
 inline constexpr const char* kLayoutPrefix = "idem.rocksdb/";
 inline constexpr const char* kCommitPoint = "rocksdb.commit.write";
 inline constexpr const char* kBufferPutPoint = "rocksdb.buffer_put.write";
+inline constexpr const char* kMarkSentPoint = "rocksdb.outbox.mark_sent.write";
 
 // Drops records whose expiry is at or before *watermark_ms (the largest `now` the
 // store has been given). Thread-safe: atomics only.
@@ -194,6 +197,13 @@ class RocksStore final : public Store {
   Status buffer_remove(std::string_view key, std::uint64_t version) override;
   StatusOr<BufferSummary> buffer_summary(std::size_t max_keys) override;
 
+  // The outbox (outbox.cpp): idem_outbox holds unsent entries, idem_outbox_sent the
+  // sent ones until their expiry (the compaction filter drops them).
+  StatusOr<std::vector<OutboxEntry>> outbox_pending(const OutboxQuery& q) override;
+  Status outbox_mark_sent(std::span<const OutboxEntry> sent, TimePoint now, Duration ttl) override;
+  // Adds q.outbox's puts to `batch`.
+  Status stage_outbox(const CommitRequest& q, ::rocksdb::WriteBatch& batch);
+
   StatusOr<std::unique_ptr<StoreTransaction>> begin_with(TimePoint now,
                                                          std::function<void(const CommitRequest&)> before_commit);
   StatusOr<ClaimResult> claim_absent(const ClaimRequest& request);
@@ -218,6 +228,8 @@ class RocksStore final : public Store {
   ::rocksdb::ColumnFamilyHandle* retries_cf_ = nullptr;
   ::rocksdb::ColumnFamilyHandle* entities_cf_ = nullptr;
   ::rocksdb::ColumnFamilyHandle* buffer_cf_ = nullptr;
+  ::rocksdb::ColumnFamilyHandle* outbox_cf_ = nullptr;
+  ::rocksdb::ColumnFamilyHandle* outbox_sent_cf_ = nullptr;
   std::map<std::string, ::rocksdb::ColumnFamilyHandle*, std::less<>> user_cfs;
   std::vector<std::unique_ptr<Stripe>> stripes;
   std::size_t entity_cache_per_stripe = 0;  // bound of Stripe::entities; 0: no cache

@@ -8,10 +8,15 @@
 //   idem_entities entity key → entity record (revision, version, state); no expiry
 //   idem_buffer   length-prefixed entity key + big-endian version → buffered message
 //                 (buffered_at, id, message); a key's entries by ascending version
+//   idem_outbox   length-prefixed incoming id + big-endian position → unsent outgoing
+//                 message (outbox.hpp), put by its incoming message's commit
+//   idem_outbox_sent  the same key → its expiry, once sent (outbox_mark_sent moves it
+//                 here in one WriteBatch); the compaction filter drops it at expiry
 //   default and Options::user_column_families: the handler's own data (transactional
 //   mode); idem never reads or writes them itself.
 // Names starting with "idem_" are reserved for idem. A database from before
-// idem_entities and idem_buffer existed gets them added at open.
+// idem_entities, idem_buffer or the outbox's column families existed gets them added
+// at open.
 //
 // Leases (in-progress claims) live in this process's memory, in lock stripes keyed by
 // the id's hash. RocksDB locks its directory to one process (the LOCK file), so no
@@ -72,8 +77,9 @@ struct Options {
   // Column families the handler may write in transactional mode besides "default";
   // created if absent. Names must not start with "idem_". Default: none.
   std::vector<std::string> user_column_families{};
-  // Tests only (see store.hpp): called at "rocksdb.commit.write" and
-  // "rocksdb.buffer_put.write", before the operation's one WriteBatch is written.
+  // Tests only (see store.hpp): called at "rocksdb.commit.write",
+  // "rocksdb.buffer_put.write" and "rocksdb.outbox.mark_sent.write", before the
+  // operation's one WriteBatch is written.
   FaultHook fault_hook{};
 };
 
