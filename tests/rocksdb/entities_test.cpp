@@ -135,6 +135,8 @@ TEST(RocksdbEntities, DatabaseFromBeforeEntitiesGetsTheirColumnFamiliesAdded) {
   // What a layout-1 database written before entities looks like.
   drop_column_family(path, "idem_entities");
   drop_column_family(path, "idem_buffer");
+  drop_column_family(path, "idem_outbox");
+  drop_column_family(path, "idem_outbox_sent");
   ASSERT_EQ(column_families(path), (std::vector<std::string>{"default", "idem_done", "idem_meta", "idem_retries"}));
   {
     auto store = open_ok(path);
@@ -149,8 +151,9 @@ TEST(RocksdbEntities, DatabaseFromBeforeEntitiesGetsTheirColumnFamiliesAdded) {
     ASSERT_TRUE(store->write_entity(ew("k", 0, 1)).ok());
     ASSERT_TRUE(store->buffer_put(put("k", 3, "m3", "x")).ok());
   }
-  EXPECT_EQ(column_families(path), (std::vector<std::string>{"default", "idem_buffer", "idem_done", "idem_entities",
-                                                             "idem_meta", "idem_retries"}));
+  EXPECT_EQ(column_families(path),
+            (std::vector<std::string>{"default", "idem_buffer", "idem_done", "idem_entities", "idem_meta",
+                                      "idem_outbox", "idem_outbox_sent", "idem_retries"}));
   auto store = open_ok(path);
   ASSERT_NE(store, nullptr);
   EXPECT_EQ(store->read_entity("k")->version, 1u);
@@ -163,6 +166,8 @@ TEST(RocksdbEntities, RefusedOpenAddsNoColumnFamily) {
   { ASSERT_NE(open_ok(path), nullptr); }
   drop_column_family(path, "idem_entities");
   drop_column_family(path, "idem_buffer");
+  drop_column_family(path, "idem_outbox");
+  drop_column_family(path, "idem_outbox_sent");
   // Mark the database as written by a newer idem: open refuses it and leaves it as is.
   {
     std::vector<std::string> names;

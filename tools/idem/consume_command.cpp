@@ -80,6 +80,16 @@ bool effects_in_sqlite(const ConsumerSettings& s, std::string* path) {
   return true;
 }
 
+// The outbox, for messages with a "publish" field: on a store that keeps one
+// (sqlite:, rocksdb:) under effectively_once or manual, in transactional mode, each
+// destination through the adapters this binary has (brokers.hpp).
+void enable_outbox(const ConsumerSettings& s, ConsumerOptions& o) {
+  if (s.guarantee != Guarantee::kEffectivelyOnce && s.guarantee != Guarantee::kManual) return;
+  if (!o.store || !o.store->capabilities().outbox || !o.store->capabilities().transactional) return;
+  o.transactional = true;
+  o.outbox.publishers = [](const std::string& destination) { return open_publisher(destination); };
+}
+
 RuntimeOptions runtime_options(const ConsumeArgs& a) {
   RuntimeOptions ro;
   ro.workers = static_cast<std::size_t>(a.workers);
@@ -106,6 +116,7 @@ int run_consume(const ConsumeArgs& a) {
     o.transactional = true;
   }
   if (int rc = open_consumer_store(*settings, o, error); rc != kExitOk) return fail(rc, error);
+  enable_outbox(*settings, o);
   auto handler = std::make_shared<ConsumeHandler>(in_sqlite, std::cout);
   o.on_buffered = [handler](const BufferedOutcome& b) {
     if (b.decision.reason == Reason::kProcessed) handler->committed(b.id);

@@ -45,6 +45,9 @@ HandlerResult ConsumeHandler::operator()(const TraceLine& m, HandlerContext& ctx
   if (in_sqlite_) {
     if (Status s = insert_effect(m, ctx); !s.ok()) return HandlerResult::fail(s.to_string());
   }
+  for (const PublishRequest& p : m.publish) {
+    if (Status s = ctx.publish(p.to, p.payload); !s.ok()) return HandlerResult::fail(s.to_string());
+  }
   Effect e = effect_of(m, ctx);
   if (m.id) {
     std::lock_guard lock(mu_);

@@ -2,7 +2,9 @@
 // a message with "fail": true on its first attempt (the durable attempt number, so
 // wherever that attempt runs), records each effect, and in transactional mode on
 // SQLite inserts one row per effect into idem_effects in the dedup record's
-// transaction. Effects are printed only once committed. Thread-safe.
+// transaction, and publishes what the message's "publish" field lists through the
+// outbox (ctx.publish; sent after the commit). Effects are printed only once
+// committed. Thread-safe.
 #pragma once
 
 #include <map>

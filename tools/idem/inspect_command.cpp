@@ -9,6 +9,7 @@
 #include "commands.hpp"
 #include "exit_codes.hpp"
 #include "operator_session.hpp"
+#include "store_uri_secret.hpp"
 
 namespace idem::cli {
 namespace {
@@ -17,7 +18,8 @@ constexpr const char* kFooter =
     "With --id: the record's status (pending, in_progress, done, dead_lettered), lease holder and time\n"
     "left, retry count, stored result and expiry. With --key: the entity's applied version, state and\n"
     "buffered versions. With neither: the records by status (if the store can count them) and the\n"
-    "reorder buffer. sqlite: with leases=local keeps leases in the consumer's memory: none shows here.\n"
+    "reorder buffer, then the outbox's unsent outgoing messages (up to --limit; with --id, that message's).\n"
+    "sqlite: with leases=local keeps leases in the consumer's memory: none shows here.\n"
     "Exit status: 0 shown; 1 the store failed; 2 invalid options or store URI; 3 no such id or key.";
 
 struct InspectArgs {
@@ -27,13 +29,15 @@ struct InspectArgs {
   std::size_t limit = 100;
 };
 
+int print_outbox(OperatorSession& s, std::optional<std::string_view> incoming, std::size_t limit);
+
 int inspect_id(OperatorSession& s, const std::string& id) {
   auto info = s.store().inspect(id, s.now());
   if (!info.ok()) return s.fail(info.status());
   if (!info->has_value())
     return s.fail(kExitNotFound, "no live record for id " + json_text(id) + " at " + iso_time(s.now()));
   print_record(std::cout, s.json(), id, **info, s.now());
-  return kExitOk;
+  return print_outbox(s, id, 100);
 }
 
 int inspect_key(OperatorSession& s, const std::string& key, std::size_t limit) {
@@ -102,10 +106,50 @@ int print_buffer(OperatorSession& s, std::size_t limit) {
   return kExitOk;
 }
 
+// The outbox's unsent outgoing messages (all, or those of one incoming id), up to limit.
+int print_outbox(OperatorSession& s, std::optional<std::string_view> incoming, std::size_t limit) {
+  const bool json = s.json();
+  if (!s.store().capabilities().outbox) {
+    if (!incoming) {
+      if (json)
+        std::cout << R"({"type":"outbox","kept":false})" << '\n';
+      else
+        std::cout << "outbox:   this store keeps no outbox\n";
+    }
+    return kExitOk;
+  }
+  OutboxQuery q;
+  q.incoming_id = incoming;
+  q.max = limit + 1;
+  auto pending = s.store().outbox_pending(q);
+  if (!pending.ok()) return s.fail(pending.status());
+  const bool more = pending->size() > limit;
+  if (more) pending->pop_back();
+  if (json) {
+    std::cout << R"({"type":"outbox","kept":true,"unsent":)" << pending->size() << R"(,"more":)"
+              << (more ? "true" : "false") << "}\n";
+  } else {
+    std::cout << "outbox:   " << pending->size() << (more ? "+" : "") << " unsent outgoing "
+              << (pending->size() == 1 && !more ? "message" : "messages") << '\n';
+  }
+  for (const OutboxEntry& e : *pending) {
+    if (json)
+      std::cout << R"({"type":"outgoing","id":)" << json_text(e.message.id) << R"(,"incoming_id":)"
+                << json_text(e.incoming_id) << R"(,"position":)" << e.position << R"(,"to":)"
+                << json_text(redact_uri(e.destination)) << R"(,"bytes":)" << e.message.body.size()
+                << R"(,"created_at_ms":)" << to_unix_ms(e.created_at) << "}\n";
+    else
+      std::cout << "  " << json_text(e.message.id) << " to " << redact_uri(e.destination) << ", "
+                << e.message.body.size() << " bytes, committed " << iso_time(e.created_at) << '\n';
+  }
+  return kExitOk;
+}
+
 int inspect_store(OperatorSession& s, std::size_t limit) {
   if (!s.json()) std::cout << "store:    " << s.shown_uri() << '\n';
   if (int rc = print_counts(s); rc != kExitOk) return rc;
-  return print_buffer(s, limit);
+  if (int rc = print_buffer(s, limit); rc != kExitOk) return rc;
+  return print_outbox(s, std::nullopt, limit);
 }
 
 int run_inspect(const InspectArgs& a) {

@@ -41,6 +41,24 @@ std::string read_bool(const Json& obj, std::string_view name, bool& out) {
   return {};
 }
 
+// "publish": an array of {"to": non-empty string, "payload": any JSON (optional)}.
+std::string read_publish(const Json& obj, std::vector<PublishRequest>& out) {
+  auto it = obj.find("publish");
+  if (it == obj.end()) return {};
+  if (!it->is_array()) return wrong_type("publish", "an array", *it);
+  for (const Json& item : *it) {
+    if (!item.is_object()) return wrong_type("publish[]", "an object", item);
+    std::optional<std::string> to;
+    if (std::string e = read_string(item, "to", to); !e.empty()) return "\"publish\": " + e;
+    if (!to || to->empty()) return "\"publish\": each item needs a non-empty \"to\"";
+    PublishRequest p{*to, {}};
+    if (auto pl = item.find("payload"); pl != item.end())
+      p.payload = pl->is_string() ? pl->get<std::string>() : pl->dump(-1, ' ', false, Json::error_handler_t::replace);
+    out.push_back(std::move(p));
+  }
+  return {};
+}
+
 // nlohmann's messages start with "[json.exception.parse_error.101] " and name "line 1"
 // of the text it was given; drop both, the decision already names the trace line.
 std::string without_tag(std::string message) {
@@ -79,7 +97,8 @@ ParsedLine parse_trace_line(std::string_view text) {
        {read_string(obj, "id", t.id), read_string(obj, "key", t.key), read_uint(obj, "version", kAnyUint, t.version),
         read_string(obj, "event", t.event), read_string(obj, "payload", t.payload),
         read_string(obj, "stream", t.stream), read_uint(obj, "position", kAnyUint, t.position),
-        read_uint(obj, "at_ms", kMaxAtMs, t.at_ms), read_bool(obj, "fail", t.fail), read_bool(obj, "reset", t.reset)}) {
+        read_uint(obj, "at_ms", kMaxAtMs, t.at_ms), read_bool(obj, "fail", t.fail), read_bool(obj, "reset", t.reset),
+        read_publish(obj, t.publish)}) {
     if (!e.empty()) {
       p.error = std::move(e);
       return p;
@@ -108,6 +127,11 @@ std::string encode_trace_line(const TraceLine& t) {
   put("at_ms", t.at_ms);
   if (t.fail) obj["fail"] = true;
   if (t.reset) obj["reset"] = true;
+  if (!t.publish.empty()) {
+    Json list = Json::array();
+    for (const PublishRequest& p : t.publish) list.push_back({{"to", p.to}, {"payload", p.payload}});
+    obj["publish"] = std::move(list);
+  }
   // Strings came from JSON, so they are valid UTF-8; replace guards against misuse.
   return obj.dump(-1, ' ', false, Json::error_handler_t::replace);
 }

@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "idem/message.hpp"
 
@@ -13,6 +14,16 @@ namespace idem::cli {
 // The largest at_ms accepted: 2100-01-01T00:00:00Z. Keeps every time the consumer
 // computes from it (at_ms + lease, at_ms + ttl) inside idem::TimePoint's range.
 inline constexpr std::uint64_t kMaxAtMs = 4'102'444'800'000;
+
+// One outgoing message a line asks the handler of `idem consume` to publish through
+// the outbox: {"to": URI, "payload": …}. A JSON string payload is sent as its text;
+// any other JSON value as its compact JSON form.
+struct PublishRequest {
+  std::string to;
+  std::string payload;
+
+  bool operator==(const PublishRequest&) const = default;
+};
 
 // The fields of one delivery. Absent fields are nullopt. Strings are UTF-8 as decoded
 // from JSON, so "\u0000" in the trace is a NUL byte here.
@@ -27,6 +38,7 @@ struct TraceLine {
   std::optional<std::uint64_t> at_ms;  // the logical clock; REQUIRES: <= kMaxAtMs
   bool fail = false;                   // the built-in handler fails for this message
   bool reset = false;                  // a watermark reset, not a delivery
+  std::vector<PublishRequest> publish;  // "publish": [{"to": URI, "payload": …}, …]
 };
 
 // The result of parsing one line: `error` is empty iff the line is well-formed.
