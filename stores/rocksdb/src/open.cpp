@@ -58,6 +58,13 @@ constexpr std::size_t kEntityBuckets = 1 << 16;  // idem_entities memtable: hash
 
 std::string quoted(const std::string& p) { return "\"" + p + "\""; }
 
+// True iff column family cf holds no key.
+bool is_empty(::rocksdb::DB& db, ::rocksdb::ColumnFamilyHandle* cf) {
+  std::unique_ptr<::rocksdb::Iterator> it(db.NewIterator(::rocksdb::ReadOptions(), cf));
+  it->SeekToFirst();
+  return !it->Valid() && it->status().ok();
+}
+
 Status check_options(const Options& o) {
   if (o.path.empty()) return invalid_argument("rocksdb: the path is empty");
   if (o.lease_stripes == 0) return invalid_argument("rocksdb: lease_stripes must be > 0");
@@ -95,7 +102,7 @@ StatusOr<std::shared_ptr<Store>> open(const Options& o) {
   const auto st = fs::status(o.path, ec);
   if (fs::exists(st) && !fs::is_directory(st))
     return invalid_argument("rocksdb: " + quoted(o.path) + " exists and is not a directory (a RocksDB store is one)");
-  const bool existing = fs::exists(fs::path(o.path) / "CURRENT", ec);
+  bool existing = fs::exists(fs::path(o.path) / "CURRENT", ec);
 
   auto store = std::make_shared<detail::RocksStore>();
   store->options = o;
@@ -192,6 +199,11 @@ StatusOr<std::shared_ptr<Store>> open(const Options& o) {
   const std::string layout = std::string(detail::kLayoutPrefix) + std::to_string(kLayoutVersion);
   std::string found;
   auto g = store->db_->Get(::rocksdb::ReadOptions(), store->meta_cf_, detail::kLayoutKey, &found);
+  // A database that has idem's column families but no layout yet, and no record, is
+  // one whose creation was interrupted (the process died between creating the column
+  // families and writing the layout): it is finished here rather than refused.
+  if (g.IsNotFound() && existing && is_empty(*store->db_, store->done_cf_) && is_empty(*store->db_, store->retries_cf_))
+    existing = false;
   if (g.IsNotFound() && !existing) {
     ::rocksdb::WriteOptions sync;
     sync.sync = true;
