@@ -1,13 +1,20 @@
 // `idem consume` end to end on a real redis-server and SQLite: the shared kill test
-// (support/consume_kills.hpp) in two modes, and the Redis Streams specifics: retries
+// (support/consume_kills.hpp) in two modes; the outbox (messages whose "publish" field
+// makes the handler publish to another stream, with SIGKILLs: every outgoing id
+// arrives, the distinct ids are exact); and the Redis Streams specifics: retries
 // exhausted into the dead-letter stream, --max-messages, unreachable brokers and bad
 // URIs.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
 
 #include <fstream>
 #include <iterator>
+#include <map>
+#include <random>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "redis_streams/stream_broker.hpp"
@@ -38,6 +45,106 @@ TEST_P(IdemConsumeKills, SurviveRandomKillsWithEveryEffectExactlyOnce) {
 INSTANTIATE_TEST_SUITE_P(Modes, IdemConsumeKills,
                          ::testing::Values(Mode{"strict", true, "1"}, Mode{"batches", false, "32"}),
                          [](const ::testing::TestParamInfo<Mode>& i) { return std::string(i.param.name); });
+
+// The outbox end to end: each message's "publish" field names one or two outgoing
+// messages to the stream "out"; the consumer is SIGKILLed at random (between commits
+// and dispatches, in dispatches) and restarted until idle. Every outgoing id must
+// arrive on "out", the distinct ids must be exactly the expected ones (copies from
+// resends are what downstream dedup drops), every effect exactly once, and `idem
+// inspect` must show no unsent outgoing message.
+struct OutboxMode {
+  const char* name;
+  const char* store;  // "sqlite" or "rocksdb"
+  const char* batch;
+};
+
+void PrintTo(const OutboxMode& m, std::ostream* os) { *os << m.name; }
+
+// The last 2,000 bytes of the file at path.
+std::string tail_of(const std::string& path) {
+  std::ifstream f(path);
+  const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  return text.size() > 2000 ? text.substr(text.size() - 2000) : text;
+}
+
+class IdemConsumeOutboxKills : public ::testing::TestWithParam<OutboxMode> {};
+
+TEST_P(IdemConsumeOutboxKills, EveryOutgoingIdArrivesAndNoOtherDoes) {
+  const OutboxMode mode = GetParam();
+  auto server = RedisServer::start({});
+  ASSERT_TRUE(server.ok()) << server.status().to_string();
+  testing::TempDir dir("consume-outbox");
+  const std::string port = std::to_string((*server)->port());
+  const std::string out = "redis-stream://127.0.0.1:" + port + "/out";
+  std::mt19937 rng(20261202);
+  std::set<std::string> expected, incoming;
+  {
+    std::ofstream f(dir.sub("in.jsonl"));
+    std::vector<std::string> sent;
+    for (int i = 0; i < 3000; ++i) {
+      const std::string id = "m" + std::to_string(i);
+      const int n = i % 3 == 0 ? 2 : 1;
+      std::string line = "{\"id\":\"" + id + "\",\"payload\":\"p\",\"publish\":[";
+      for (int k = 0; k < n; ++k) {
+        line += std::string(k ? "," : "") + "{\"to\":\"" + out + "\",\"payload\":{\"n\":" + std::to_string(k) + "}}";
+        expected.insert(id + "#" + std::to_string(k));
+      }
+      line += "]}";
+      incoming.insert(id);
+      f << line << '\n';
+      sent.push_back(line);
+      if (rng() % 5 == 0) f << sent[sent.size() - 1 - rng() % std::min<std::size_t>(sent.size(), 300)] << '\n';
+    }
+  }
+  const std::string log = dir.sub("consume.log");
+  ASSERT_EQ(
+      wait_exit(spawn_idem({"publish", "--to", "redis-stream://127.0.0.1:" + port + "/in", dir.sub("in.jsonl")}, log),
+                std::chrono::seconds(60)),
+      0);
+  const std::string db = std::string(mode.store) == "sqlite" ? dir.sub("idem.db") : dir.sub("rocks");
+  const std::string store = std::string(mode.store) + ":" + db;
+  const std::vector<std::string> consume{"consume",    "--source",  "redis-stream://127.0.0.1:" + port + "/in?group=g",
+                                         "--store",    store,       "--batch",
+                                         mode.batch,   "--workers", "2",
+                                         "--lease-ms", "1000",      "--idle-exit-ms",
+                                         "1500"};
+  for (int i = 0; i < 10; ++i) {
+    const pid_t a = spawn_idem(consume, log);
+    std::this_thread::sleep_for(std::chrono::milliseconds(150 + rng() % 500));
+    kill(a, SIGKILL);
+    waitpid(a, nullptr, 0);
+  }
+  ASSERT_EQ(wait_exit(spawn_idem(consume, log), std::chrono::seconds(120)), 0) << "log ends: " << tail_of(log);
+
+  const std::multiset<std::string> arrived = field_values(**server, "out", "id");
+  const std::set<std::string> distinct(arrived.begin(), arrived.end());
+  std::size_t missing = 0;
+  for (const std::string& id : expected) missing += distinct.count(id) ? 0 : 1;
+  EXPECT_EQ(missing, 0u) << "outgoing messages lost";
+  EXPECT_EQ(distinct, expected) << "outgoing ids lost or invented";
+  EXPECT_GE(arrived.size(), expected.size());
+
+  if (std::string(mode.store) == "sqlite") {
+    long long buffered = -1;
+    std::map<std::string, int> per_id;
+    for (const auto& e : read_effects(db, &buffered)) ++per_id[e.id];
+    std::set<std::string> effected;
+    for (const auto& [id, n] : per_id) {
+      EXPECT_EQ(n, 1) << id;
+      effected.insert(id);
+    }
+    EXPECT_EQ(effected, incoming);
+  }
+  const std::string inspected = dir.sub("inspect.json");
+  ASSERT_EQ(wait_exit(spawn_idem({"inspect", "--store", store, "--json"}, inspected), std::chrono::seconds(30)), 0);
+  EXPECT_NE(tail_of(inspected).find(R"({"type":"outbox","kept":true,"unsent":0,"more":false})"), std::string::npos)
+      << tail_of(inspected);
+}
+
+INSTANTIATE_TEST_SUITE_P(Stores, IdemConsumeOutboxKills,
+                         ::testing::Values(OutboxMode{"sqlite_batches", "sqlite", "32"},
+                                           OutboxMode{"rocksdb", "rocksdb", "1"}),
+                         [](const ::testing::TestParamInfo<OutboxMode>& i) { return std::string(i.param.name); });
 
 TEST(IdemConsume, ExhaustedRetriesAndMaxMessagesAndBadSources) {
   auto server = RedisServer::start({});
