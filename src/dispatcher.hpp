@@ -28,14 +28,21 @@ class Dispatcher {
       : o_(o), ttl_(ttl), store_(store), log_(log) {}
 
   // Sends `entries` (committed, unsent), each destination's in the given order, at
-  // most dispatch_batch per publish call, then marks the sent ones sent in one
-  // outbox_mark_sent at `now`. Entries whose publish failed stay unsent (a later
-  // resend sends them). Returns the first error, OK if every entry was sent and
-  // marked. Logs failures.
-  Status send(std::span<const OutboxEntry> entries, TimePoint now);
+  // most dispatch_batch per publish call. The sent ones are queued to be marked sent
+  // by the next flush_marks() (the engine calls it inside its next store
+  // transaction, so marking costs no transaction of its own; a crash before it only
+  // means a resend, which downstream dedup drops). Entries whose publish failed stay
+  // unsent (a later resend sends them). Returns the first error. Logs failures.
+  Status send(std::span<const OutboxEntry> entries);
+
+  // Marks the queued sent entries sent, in one outbox_mark_sent at `now` (inside the
+  // caller's open store transaction, if any, where the store joins it). On failure
+  // they stay unsent: a later resend sends them again. Returns the store's answer.
+  Status flush_marks(TimePoint now);
 
   // Sends the unsent entries of one incoming message (a duplicate's redelivery found
-  // its record committed). Returns send()'s answer, or the store's error.
+  // its record committed), after flushing the queued marks (so that what was sent
+  // already is not sent again). Returns send()'s answer, or the store's error.
   Status send_pending_of(std::string_view incoming_id, TimePoint now);
 
   // Reads the unsent entries of `incoming_id` (for a batch that sends them later).
@@ -43,7 +50,8 @@ class Dispatcher {
 
   // Resends the entries unsent since resend_after or longer, all of them on the first
   // call; does nothing until resend_after has passed since the previous resend. One
-  // resend at a time (a concurrent call returns at once). Returns how many it sent.
+  // resend at a time (a concurrent call returns at once). Flushes the queued marks
+  // first. Returns how many it sent.
   std::size_t maybe_resend(TimePoint now);
 
  private:
@@ -62,6 +70,8 @@ class Dispatcher {
   spdlog::logger* log_;
   std::mutex pool_mu_;
   std::map<std::string, std::vector<std::unique_ptr<Publisher>>, std::less<>> idle_;
+  std::mutex marks_mu_;
+  std::vector<OutboxEntry> to_mark_;       // sent, not yet marked sent
   std::mutex resend_mu_;                   // one resend at a time
   std::atomic<bool> resent_once_{false};   // the start-up resend has run
   std::atomic<std::int64_t> next_resend_ns_{0};

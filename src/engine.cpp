@@ -27,7 +27,9 @@ std::string default_owner() {
 }  // namespace
 
 Engine::Engine(ConsumerOptions options) : opts_(std::move(options)), impl_(std::make_unique<Impl>()) {}
-Engine::~Engine() = default;
+Engine::~Engine() {
+  if (impl_ && impl_->dispatcher) (void)impl_->dispatcher->flush_marks(impl_->now());
+}
 
 StatusOr<std::unique_ptr<Engine>> Engine::create(ConsumerOptions options, ExtractorSet extractors) {
   if (Status s = validate_options(options, extractors); !s.ok()) return s;
@@ -83,9 +85,10 @@ std::vector<Decision> Pipeline::process_batch_in_one_transaction(std::span<const
   if (impl_.dispatcher) deferred_outbox_ = &outgoing;
   for (std::size_t i = 0; i < ms.size(); ++i) out[i] = process(ms[i], h, i);
   deferred_outbox_ = nullptr;
+  if (impl_.dispatcher) (void)impl_.dispatcher->flush_marks(last_);  // the earlier batches' sent messages
   const Status s = timed_store([&] { return (*batch)->commit(); });
   if (s.ok()) {
-    if (!outgoing.empty()) (void)impl_.dispatcher->send(outgoing, last_);  // a failure is logged; resent later
+    if (!outgoing.empty()) (void)impl_.dispatcher->send(outgoing);  // a failure is logged; resent later
     return out;
   }
   const Decision failed = store_failure(s);
@@ -202,7 +205,10 @@ std::vector<Decision> Pipeline::process_batch(std::span<const MessageView> ms, H
 }
 
 std::size_t Engine::tick(HandlerThunk handler) {
-  if (impl_->dispatcher) impl_->dispatcher->maybe_resend(impl_->now());
+  if (impl_->dispatcher) {
+    (void)impl_->dispatcher->flush_marks(impl_->now());  // idle: nothing else carries them
+    impl_->dispatcher->maybe_resend(impl_->now());
+  }
   return Pipeline(*this, opts_, *impl_, *metrics_).tick_all(handler);
 }
 

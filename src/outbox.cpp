@@ -95,7 +95,7 @@ Status Dispatcher::publish(const std::string& destination, std::span<const Outbo
   return ok_status();
 }
 
-Status Dispatcher::send(std::span<const OutboxEntry> entries, TimePoint now) {
+Status Dispatcher::send(std::span<const OutboxEntry> entries) {
   if (entries.empty()) return ok_status();
   // Each destination's entries, in order; most handlers publish to one.
   std::map<std::string_view, std::vector<const OutboxEntry*>> by_destination;
@@ -112,13 +112,23 @@ Status Dispatcher::send(std::span<const OutboxEntry> entries, TimePoint now) {
     }
   }
   if (sent.empty()) return first;
-  Status m = store_.outbox_mark_sent(sent, now, ttl_);
-  if (!m.ok()) {
-    log_warn(log_, "idem: outbox: marking {} sent messages failed (they will be sent again): {}", sent.size(),
-             m.to_string());
-    if (first.ok()) first = m;
-  }
+  std::lock_guard lock(marks_mu_);
+  for (OutboxEntry& e : sent) to_mark_.push_back(std::move(e));
   return first;
+}
+
+Status Dispatcher::flush_marks(TimePoint now) {
+  std::vector<OutboxEntry> marks;
+  {
+    std::lock_guard lock(marks_mu_);
+    if (to_mark_.empty()) return ok_status();
+    marks.swap(to_mark_);
+  }
+  Status m = store_.outbox_mark_sent(marks, now, ttl_);
+  if (!m.ok())
+    log_warn(log_, "idem: outbox: marking {} sent messages failed (they will be sent again): {}", marks.size(),
+             m.to_string());
+  return m;
 }
 
 StatusOr<std::vector<OutboxEntry>> Dispatcher::pending_of(std::string_view incoming_id) {
@@ -129,13 +139,14 @@ StatusOr<std::vector<OutboxEntry>> Dispatcher::pending_of(std::string_view incom
 }
 
 Status Dispatcher::send_pending_of(std::string_view incoming_id, TimePoint now) {
+  (void)flush_marks(now);
   auto pending = pending_of(incoming_id);
   if (!pending.ok()) {
     log_warn(log_, "idem: outbox: reading the unsent messages of {} failed: {}", printable(incoming_id),
              pending.status().to_string());
     return pending.status();
   }
-  return send(*pending, now);
+  return send(*pending);
 }
 
 std::size_t Dispatcher::resend(TimePoint up_to, TimePoint now) {
@@ -150,7 +161,8 @@ std::size_t Dispatcher::resend(TimePoint up_to, TimePoint now) {
       return total;
     }
     if (pending->empty()) return total;
-    if (!send(*pending, now).ok()) return total;
+    const Status sent = send(*pending);
+    if (!flush_marks(now).ok() || !sent.ok()) return total;
     total += pending->size();
     if (pending->size() < q.max) return total;
   }
@@ -162,6 +174,7 @@ std::size_t Dispatcher::maybe_resend(TimePoint now) {
   if (!first && now_ns < next_resend_ns_.load(std::memory_order_relaxed)) return 0;
   std::unique_lock lock(resend_mu_, std::try_to_lock);
   if (!lock.owns_lock()) return 0;
+  (void)flush_marks(now);
   const bool startup = !resent_once_.exchange(true);
   next_resend_ns_.store(now_ns + std::chrono::duration_cast<std::chrono::nanoseconds>(o_.resend_after).count());
   const std::size_t n = resend(startup ? TimePoint::max() : now - o_.resend_after, now);

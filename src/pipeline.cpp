@@ -211,7 +211,7 @@ void Pipeline::dispatch_committed(std::vector<OutboxEntry>& entries) {
     for (OutboxEntry& e : entries) deferred_outbox_->push_back(std::move(e));
     return;
   }
-  (void)impl_.dispatcher->send(entries, last_);  // a failure is logged; a resend follows
+  (void)impl_.dispatcher->send(entries);  // a failure is logged; a resend follows
 }
 
 void Pipeline::dispatch_pending_of(std::string_view id) {
@@ -219,6 +219,7 @@ void Pipeline::dispatch_pending_of(std::string_view id) {
     (void)impl_.dispatcher->send_pending_of(id, last_);
     return;
   }
+  (void)impl_.dispatcher->flush_marks(last_);  // joins the open batch transaction
   auto pending = impl_.dispatcher->pending_of(id);
   if (!pending.ok()) return;  // left to the periodic resend
   for (OutboxEntry& e : *pending) deferred_outbox_->push_back(std::move(e));

@@ -376,6 +376,7 @@ Decision Pipeline::run_claimed(std::string_view id, std::optional<std::uint64_t>
   }
   Decision d = Decision::ack(Reason::kProcessed);
   const auto result = storable_result(run, d);
+  if (txn && impl_.dispatcher && deferred_outbox_ == nullptr) (void)impl_.dispatcher->flush_marks(last_);
   CommitRequest req = commit_request(key, id, fp, Outcome::kProcessed, result, gate);
   for (OutboxEntry& e : outgoing) e.created_at = last_;
   req.outbox = outgoing;

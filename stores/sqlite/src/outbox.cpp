@@ -9,21 +9,24 @@ namespace idem::sqlite::detail {
 namespace {
 
 constexpr std::string_view kOutboxInsert =
-    "INSERT OR REPLACE INTO idem_outbox(incoming, position, id, destination, body, headers, created_ms, expires_ms)"
+    "INSERT INTO idem_outbox(incoming, position, id, destination, body, headers, created_ms, expires_ms)"
     " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, NULL)";
+// Unsent entries, found through the partial index that holds only them.
 constexpr std::string_view kOutboxColumns =
-    "SELECT incoming, position, id, destination, body, headers, created_ms FROM idem_outbox";
-// Unsent entries (expires_ms IS NULL) by the index on expires_ms, whose entries are
-// in (incoming, position) order within NULL.
+    "SELECT incoming, position, id, destination, body, headers, created_ms FROM idem_outbox"
+    " INDEXED BY idem_outbox_unsent";
 constexpr std::string_view kOutboxPendingAll =
-    " WHERE expires_ms IS NULL AND created_ms <= ?1 ORDER BY expires_ms, incoming, position LIMIT ?2";
+    " WHERE expires_ms IS NULL AND created_ms <= ?1 ORDER BY seq LIMIT ?2";
 constexpr std::string_view kOutboxPendingOf =
     " WHERE incoming = ?1 AND expires_ms IS NULL AND created_ms <= ?3 ORDER BY position LIMIT ?2";
 constexpr std::string_view kOutboxMarkSent =
-    "UPDATE idem_outbox SET expires_ms = ?3 WHERE incoming = ?1 AND position = ?2 AND expires_ms IS NULL";
+    "UPDATE idem_outbox INDEXED BY idem_outbox_unsent SET expires_ms = ?3"
+    " WHERE incoming = ?1 AND position = ?2 AND expires_ms IS NULL";
+// Sent entries expired at ?1, at most ?2, among the ?3 oldest rows (by seq): sent
+// entries expire about in commit order, and the scan stays bounded.
 constexpr std::string_view kOutboxPurge =
-    "DELETE FROM idem_outbox WHERE (incoming, position) IN"
-    " (SELECT incoming, position FROM idem_outbox WHERE expires_ms <= ?1 ORDER BY expires_ms LIMIT ?2)";
+    "DELETE FROM idem_outbox WHERE seq IN (SELECT seq FROM idem_outbox"
+    " WHERE seq < (SELECT min(seq) FROM idem_outbox) + ?3 AND expires_ms <= ?1 ORDER BY seq LIMIT ?2)";
 
 std::int64_t clamp_i64(std::size_t n) {
   return n > static_cast<std::size_t>(std::numeric_limits<std::int64_t>::max())
@@ -101,8 +104,9 @@ Status SqliteStore::outbox_mark_sent(std::span<const OutboxEntry> sent, TimePoin
 
 StatusOr<std::size_t> SqliteStore::purge_outbox(std::int64_t now_ms, std::size_t max) {
   if (max == 0) return std::size_t{0};
+  constexpr std::size_t kScanFactor = 4, kScanMin = 64;  // rows read per removal at most, as purge_rows
   Use u(outbox_purge_);
-  u.i64(1, now_ms).i64(2, clamp_i64(max));
+  u.i64(1, now_ms).i64(2, clamp_i64(max)).i64(3, clamp_i64(max > SIZE_MAX / 8 ? SIZE_MAX / 2 : kScanFactor * max + kScanMin));
   if (int rc = u.step(); rc != SQLITE_DONE) return error(rc, "purging the outbox of");
   return static_cast<std::size_t>(sqlite3_changes(conn_.db));
 }

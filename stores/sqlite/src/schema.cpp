@@ -45,10 +45,12 @@ constexpr std::string_view kCreateV2 =
     "  bytes INTEGER NOT NULL"
     ");"
     "INSERT INTO idem_buffer_totals(one, count, bytes) VALUES(1, 0, 0);";
-// The table version 3 adds: the transactional outbox. expires_ms is NULL while an
-// entry is unsent; the index on it finds the unsent entries and the expired sent ones.
+// The table version 3 adds: the transactional outbox, in commit order (seq). expires_ms
+// is NULL while an entry is unsent; the partial index holds the unsent entries only,
+// so it stays small and a commit appends to the table's last page.
 constexpr std::string_view kCreateV3 =
     "CREATE TABLE idem_outbox("
+    "  seq INTEGER PRIMARY KEY,"
     "  incoming BLOB NOT NULL,"
     "  position INTEGER NOT NULL,"
     "  id BLOB NOT NULL,"
@@ -56,10 +58,9 @@ constexpr std::string_view kCreateV3 =
     "  body BLOB NOT NULL,"
     "  headers BLOB NOT NULL,"
     "  created_ms INTEGER NOT NULL,"
-    "  expires_ms INTEGER,"
-    "  PRIMARY KEY(incoming, position)"
-    ") WITHOUT ROWID;"
-    "CREATE INDEX idem_outbox_expires ON idem_outbox(expires_ms);";
+    "  expires_ms INTEGER"
+    ");"
+    "CREATE INDEX idem_outbox_unsent ON idem_outbox(incoming, position) WHERE expires_ms IS NULL;";
 // An index on expires_ms that files written before the rotating purge scan carry: it
 // costs a second b-tree write per record and nothing reads it any more.
 constexpr std::string_view kHasExpiresIndex =
@@ -134,8 +135,8 @@ const std::vector<std::pair<std::string, std::set<std::string>>>& v2_tables() {
 }
 
 const std::set<std::string>& outbox_columns() {
-  static const std::set<std::string> c = {"incoming", "position", "id",         "destination",
-                                          "body",     "headers",  "created_ms", "expires_ms"};
+  static const std::set<std::string> c = {"seq",  "incoming", "position",   "id",        "destination",
+                                          "body", "headers",  "created_ms", "expires_ms"};
   return c;
 }
 

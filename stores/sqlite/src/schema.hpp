@@ -19,13 +19,16 @@
 //     transaction that changes idem_buffer, so that buffer_put checks its limits
 //     without counting the table.
 // Version 3 adds:
-//   idem_outbox(incoming BLOB, position, id BLOB, destination BLOB, body BLOB,
-//               headers BLOB, created_ms, expires_ms, PRIMARY KEY(incoming, position))
-//   WITHOUT ROWID, and the index idem_outbox_expires on expires_ms
-//     the transactional outbox: one row per outgoing message, written by the commit
-//     of its incoming message; expires_ms is NULL while it is unsent, and now + ttl
-//     once marked sent (purge_expired then removes it). headers is
-//     idem::encode_headers' form.
+//   idem_outbox(seq INTEGER PRIMARY KEY, incoming BLOB, position, id BLOB,
+//               destination BLOB, body BLOB, headers BLOB, created_ms, expires_ms)
+//   and the partial index idem_outbox_unsent ON (incoming, position) WHERE
+//   expires_ms IS NULL
+//     the transactional outbox: one row per outgoing message, appended by the commit
+//     of its incoming message (seq: commit order, so a commit writes the table's last
+//     page, not a page per incoming id); expires_ms is NULL while it is unsent, and
+//     now + ttl once marked sent (purge_expired then removes it, oldest first). The
+//     index holds the unsent entries only: it finds them, and one incoming id's,
+//     and stays as small as the backlog. headers is idem::encode_headers' form.
 // An older file gets the later tables at open, in the transaction that checks it.
 //
 // Record states (column `state`): see RowState. Other tables in the file are the

@@ -72,9 +72,9 @@ struct Options {
 // per entity key, WITHOUT ROWID), idem_buffer (PRIMARY KEY (key, version), WITHOUT
 // ROWID) and idem_buffer_totals (one row: entries and bytes in the buffer). Schema
 // version 3 adds idem_outbox (the transactional outbox, outbox.hpp: one row per
-// outgoing message, PRIMARY KEY (incoming, position), WITHOUT ROWID, written by the
-// commit of its incoming message; expires_ms NULL while unsent) with one index on
-// expires_ms, which finds the unsent entries and the expired sent ones. A file of an
+// outgoing message in commit order, appended by the commit of its incoming message;
+// expires_ms NULL while unsent) with a partial index on (incoming, position) of the
+// unsent rows only, which stays as small as the backlog of unsent messages. A file of an
 // older version is upgraded at open, in one transaction.
 //
 // Purge: purge_expired(now, max_records) is a rotating scan over the primary key. The
@@ -89,8 +89,8 @@ struct Options {
 // moves it on by 4 × max_records + 64 rows, or past max_records deleted ones); live
 // records are never removed. An expired record not yet purged is still answered
 // as expired by claim and inspect: purging only reclaims space. The same call then
-// removes sent outbox entries past their expiry, oldest first, up to the rest of
-// max_records.
+// removes sent outbox entries past their expiry, up to the rest of max_records,
+// among the 4 × max_records + 64 oldest outbox rows.
 StatusOr<std::shared_ptr<Store>> open(const Options& options);
 
 // From a URI: sqlite:PATH?leases=local|shared&busy_timeout_ms=N&synchronous=normal|full&cache_mib=N;
