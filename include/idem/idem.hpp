@@ -11,6 +11,8 @@
 #include "idem/message.hpp"
 #include "idem/metrics.hpp"
 #include "idem/options.hpp"
+#include "idem/outbox.hpp"
+#include "idem/publisher.hpp"
 #include "idem/status.hpp"
 #include "idem/store.hpp"
 #include "idem/store_uri.hpp"

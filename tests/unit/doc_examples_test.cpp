@@ -15,6 +15,9 @@
 
 #include "idem/idem.hpp"
 #include "idem/open_store.hpp"
+#ifdef IDEM_DOC_EXAMPLES_WITH_SQLITE
+#include "idem/sqlite_store.hpp"
+#endif
 #ifdef IDEM_DOC_EXAMPLES_WITH_MACHINE
 #include "idem/statemachine.hpp"
 #endif
@@ -192,6 +195,61 @@ TEST(DocExamples, ReadmeOrderingBuffersAnEarlyVersionDurablyOnSqlite) {
   EXPECT_EQ(ds[0].reason, idem::Reason::kBuffered);
   EXPECT_EQ(ds[1].reason, idem::Reason::kProcessed);
   EXPECT_EQ(seen, (std::vector<std::uint64_t>{1, 2}));
+}
+#endif
+
+#ifdef IDEM_DOC_EXAMPLES_WITH_SQLITE
+// --- docs/outbox.md, the example at the top -------------------------------------------
+
+namespace outbox {
+
+struct Order {
+  std::string id;
+};
+
+std::vector<idem::OutgoingMessage> sent;  // what the stub broker received
+struct StubPublisher : idem::Publisher {
+  idem::Status publish(std::span<const idem::OutgoingMessage> ms) override {
+    sent.insert(sent.end(), ms.begin(), ms.end());
+    return idem::ok_status();
+  }
+};
+idem::StatusOr<std::unique_ptr<idem::Publisher>> my_open_publisher(const std::string&) {
+  return std::unique_ptr<idem::Publisher>(std::make_unique<StubPublisher>());
+}
+void write_order_row(sqlite3* db, const Order&) {
+  if (db == nullptr) die("no transaction");
+}
+std::string shipment_of(const Order& o) { return "ship " + o.id; }
+
+// Mirrors docs/outbox.md's example, which opens "sqlite:/var/lib/app/idem.db".
+idem::Decision run(const std::string& store_uri, const std::vector<Order>& input, std::size_t i) {
+  idem::Extractors<Order> extractors;
+  extractors.id = [](const Order& o) { return std::optional<std::string_view>(o.id); };
+  idem::ConsumerOptions o;
+  o.store = idem::open_store(store_uri).value();
+  o.transactional = true;
+  o.outbox.publishers = [](const std::string& uri) { return my_open_publisher(uri); };
+  auto consumer = idem::Consumer<Order>::create(o, extractors,
+      [](const Order& order, idem::HandlerContext& ctx) {
+        write_order_row(idem::sqlite::connection(ctx), order);               // the handler's own write
+        if (auto s = ctx.publish("redis-stream://mq:6379/shipments", shipment_of(order)); !s.ok())
+          return idem::HandlerResult::fail(s.to_string());
+        return idem::HandlerResult::ok();
+      });
+  return consumer->process(input[i]);
+}
+
+}  // namespace outbox
+
+TEST(DocExamples, OutboxExampleSendsOneMessageAfterTheCommitOnSqlite) {
+  idem::testing::TempDir dir("doc-outbox");
+  outbox::sent.clear();
+  const auto d = outbox::run("sqlite:" + dir.sub("idem.db"), {{"order-7"}}, 0);
+  EXPECT_EQ(d.reason, idem::Reason::kProcessed);
+  ASSERT_EQ(outbox::sent.size(), 1u);
+  EXPECT_EQ(outbox::sent[0].id, "order-7#0");
+  EXPECT_EQ(outbox::sent[0].body, "ship order-7");
 }
 #endif
 
