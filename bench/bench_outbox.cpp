@@ -52,9 +52,8 @@ class Handler {
 
   HandlerResult operator()(const Msg& m, HandlerContext& ctx) {
     sqlite3* db = sqlite::connection(ctx);
-    if (insert_ == nullptr &&
-        sqlite3_prepare_v3(db, "INSERT INTO effects(id, at) VALUES(?1, ?2)", -1, SQLITE_PREPARE_PERSISTENT, &insert_,
-                           nullptr) != SQLITE_OK)
+    if (insert_ == nullptr && sqlite3_prepare_v3(db, "INSERT INTO effects(id, at) VALUES(?1, ?2)", -1,
+                                                 SQLITE_PREPARE_PERSISTENT, &insert_, nullptr) != SQLITE_OK)
       return HandlerResult::fail(sqlite3_errmsg(db));
     sqlite3_bind_text(insert_, 1, m.id.data(), static_cast<int>(m.id.size()), SQLITE_STATIC);
     sqlite3_bind_int64(insert_, 2, 1);
@@ -88,7 +87,10 @@ double run(const std::string& path, const std::vector<Msg>& ids, bool outbox, st
   o.store = sqlite::open({.path = path}).value();
   o.transactional = true;
   o.latency_metrics = false;
-  if (outbox) o.outbox.publishers = [](const std::string&) { return StatusOr<std::unique_ptr<Publisher>>(std::make_unique<SinkPublisher>()); };
+  if (outbox)
+    o.outbox.publishers = [](const std::string&) {
+      return StatusOr<std::unique_ptr<Publisher>>(std::make_unique<SinkPublisher>());
+    };
   auto handler = std::make_shared<Handler>(outbox);
   Extractors<Msg> x;
   x.id = [](const Msg& m) { return std::optional<std::string_view>(m.id); };

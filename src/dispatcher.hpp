@@ -71,9 +71,9 @@ class Dispatcher {
   std::mutex pool_mu_;
   std::map<std::string, std::vector<std::unique_ptr<Publisher>>, std::less<>> idle_;
   std::mutex marks_mu_;
-  std::vector<OutboxEntry> to_mark_;       // sent, not yet marked sent
-  std::mutex resend_mu_;                   // one resend at a time
-  std::atomic<bool> resent_once_{false};   // the start-up resend has run
+  std::vector<OutboxEntry> to_mark_;      // sent, not yet marked sent
+  std::mutex resend_mu_;                  // one resend at a time
+  std::atomic<bool> resent_once_{false};  // the start-up resend has run
   std::atomic<std::int64_t> next_resend_ns_{0};
 };
 

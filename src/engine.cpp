@@ -43,8 +43,7 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(ConsumerOptions options, Extrac
   e->impl_->time_store =
       e->opts_.latency_metrics && (e->impl_->store == nullptr || !e->impl_->store->capabilities().in_process);
   if (e->opts_.outbox.publishers)
-    e->impl_->dispatcher =
-        std::make_unique<Dispatcher>(e->opts_.outbox, e->opts_.ttl, *e->impl_->store, e->impl_->log);
+    e->impl_->dispatcher = std::make_unique<Dispatcher>(e->opts_.outbox, e->opts_.ttl, *e->impl_->store, e->impl_->log);
   if (e->opts_.on_store_failure == StoreFailurePolicy::kFailOpen)
     log_warn(e->impl_->log, "idem: fail-open is on: when the store is unavailable handlers run without dedup");
   return e;

@@ -106,8 +106,7 @@ Status Dispatcher::send(std::span<const OutboxEntry> entries) {
   for (const auto& [destination, list] : by_destination) {
     Status s = publish(list.front()->destination, list, sent);
     if (!s.ok()) {
-      log_warn(log_, "idem: outbox: publishing to {} failed (resent later): {}", printable(destination),
-               s.to_string());
+      log_warn(log_, "idem: outbox: publishing to {} failed (resent later): {}", printable(destination), s.to_string());
       if (first.ok()) first = s;
     }
   }

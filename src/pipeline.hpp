@@ -9,9 +9,9 @@
 #include <string>
 #include <unordered_map>
 
+#include "dispatcher.hpp"
 #include "idem/engine.hpp"
 #include "idem/fingerprint.hpp"
-#include "dispatcher.hpp"
 #include "idem/state_gate.hpp"
 #include "log.hpp"
 #include "lookahead.hpp"

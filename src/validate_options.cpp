@@ -17,19 +17,24 @@ Status validate_ordering(const ConsumerOptions& o, const ExtractorSet& x) {
   if (ord.mode == Ordering::kWatermark) {
     if (!x.stream || !x.position)
       return invalid_argument("ordering.mode = watermark needs Extractors::stream and Extractors::position");
-    if (o.machine) return invalid_argument("ConsumerOptions::machine cannot be combined with ordering.mode = watermark; "
-                                           "use monotonic or strict ordering with a state machine");
+    if (o.machine)
+      return invalid_argument(
+          "ConsumerOptions::machine cannot be combined with ordering.mode = watermark; "
+          "use monotonic or strict ordering with a state machine");
     return ok_status();
   }
   const bool by_version = ord.mode == Ordering::kMonotonic || ord.mode == Ordering::kStrict;
   if (!by_version && !o.machine) return ok_status();
   const std::string what = by_version ? "ordering.mode = " + mode : std::string("ConsumerOptions::machine");
   if (o.guarantee != Guarantee::kEffectivelyOnce && o.guarantee != Guarantee::kManual)
-    return invalid_argument(what + " requires guarantee effectively_once or manual (entity state changes only in the "
-                                   "dedup commit), not " + std::string(guarantee_name(o.guarantee)));
+    return invalid_argument(what +
+                            " requires guarantee effectively_once or manual (entity state changes only in the "
+                            "dedup commit), not " +
+                            std::string(guarantee_name(o.guarantee)));
   if (!o.store->capabilities().entities)
-    return invalid_argument(what + " needs a store that keeps entity records (memory:, sqlite:, rocksdb:, redis://, "
-                                   "bloom+<durable>:); this store does not");
+    return invalid_argument(what +
+                            " needs a store that keeps entity records (memory:, sqlite:, rocksdb:, redis://, "
+                            "bloom+<durable>:); this store does not");
   if (o.on_store_failure == StoreFailurePolicy::kFailOpen)
     return invalid_argument("ConsumerOptions::on_store_failure = fail_open contradicts " + what +
                             ": without the store no order or state can be checked");
@@ -39,11 +44,13 @@ Status validate_ordering(const ConsumerOptions& o, const ExtractorSet& x) {
   if (ord.max_key_bytes == 0) return invalid_argument("ordering.max_key_bytes must be > 0");
   if (ord.mode == Ordering::kStrict) {
     if (!x.codec)
-      return invalid_argument("ordering.mode = strict needs Extractors::encode and Extractors::decode (buffered "
-                              "messages are stored encoded and handled later)");
+      return invalid_argument(
+          "ordering.mode = strict needs Extractors::encode and Extractors::decode (buffered "
+          "messages are stored encoded and handled later)");
     if (!o.on_buffered)
-      return invalid_argument("ordering.mode = strict needs ConsumerOptions::on_buffered: a buffered message that is "
-                              "later dead-lettered (retries, gap policy) can only be handed over there");
+      return invalid_argument(
+          "ordering.mode = strict needs ConsumerOptions::on_buffered: a buffered message that is "
+          "later dead-lettered (retries, gap policy) can only be handed over there");
     if (ord.gap_timeout.count() <= 0) return invalid_argument("ordering.gap_timeout must be > 0 ms");
     if (ord.limits.per_key == 0 || ord.limits.total == 0 || ord.limits.total_bytes == 0)
       return invalid_argument("ordering.limits (per_key, total, total_bytes) must be > 0");
@@ -58,11 +65,13 @@ Status validate_ordering(const ConsumerOptions& o, const ExtractorSet& x) {
 Status validate_outbox(const ConsumerOptions& o) {
   if (!o.outbox.publishers) return ok_status();
   if (!o.transactional)
-    return invalid_argument("ConsumerOptions::outbox needs transactional = true: outgoing messages are written in the "
-                            "handler's transaction, with the dedup record");
+    return invalid_argument(
+        "ConsumerOptions::outbox needs transactional = true: outgoing messages are written in the "
+        "handler's transaction, with the dedup record");
   if (!o.store->capabilities().outbox)
-    return invalid_argument("ConsumerOptions::outbox needs a store that keeps an outbox (sqlite:, rocksdb:); "
-                            "this store does not");
+    return invalid_argument(
+        "ConsumerOptions::outbox needs a store that keeps an outbox (sqlite:, rocksdb:); "
+        "this store does not");
   if (o.outbox.dispatch_batch == 0) return invalid_argument("ConsumerOptions::outbox.dispatch_batch must be > 0");
   if (o.outbox.resend_after.count() <= 0)
     return invalid_argument("ConsumerOptions::outbox.resend_after must be > 0 ms");
@@ -80,8 +89,7 @@ Status validate_options(const ConsumerOptions& o, const ExtractorSet& x) {
     return invalid_argument(
         "ConsumerOptions::store must be null under guarantee at_least_once, which keeps no dedup record; "
         "choose effectively_once to use the store");
-  if (needs_dedup(o.guarantee) && !x.id)
-    return invalid_argument("Extractors::id is required under guarantee " + g);
+  if (needs_dedup(o.guarantee) && !x.id) return invalid_argument("Extractors::id is required under guarantee " + g);
   if (o.lease.count() <= 0) return invalid_argument("ConsumerOptions::lease must be > 0 ms");
   if (o.ttl.count() <= 0) return invalid_argument("ConsumerOptions::ttl must be > 0 ms");
   if (o.backoff.initial.count() < 0) return invalid_argument("ConsumerOptions::backoff.initial must be >= 0 ms");
@@ -97,16 +105,20 @@ Status validate_options(const ConsumerOptions& o, const ExtractorSet& x) {
     if (o.guarantee != Guarantee::kEffectivelyOnce && o.guarantee != Guarantee::kManual)
       return invalid_argument("ConsumerOptions::transactional requires guarantee effectively_once or manual, not " + g);
     if (!o.store->capabilities().transactional)
-      return invalid_argument("ConsumerOptions::transactional needs a transactional store (sqlite:, rocksdb:); "
-                              "this store is not");
+      return invalid_argument(
+          "ConsumerOptions::transactional needs a transactional store (sqlite:, rocksdb:); "
+          "this store is not");
     if (o.on_store_failure == StoreFailurePolicy::kFailOpen)
-      return invalid_argument("ConsumerOptions::on_store_failure = fail_open contradicts transactional: "
-                              "the handler's writes need the store");
+      return invalid_argument(
+          "ConsumerOptions::on_store_failure = fail_open contradicts transactional: "
+          "the handler's writes need the store");
   }
   if (o.store && o.store->capabilities().probabilistic && !o.allow_probabilistic_store &&
       (o.guarantee == Guarantee::kEffectivelyOnce || o.guarantee == Guarantee::kManual))
-    return invalid_argument("the store is probabilistic (a false positive drops a new message as a duplicate); "
-                            "set ConsumerOptions::allow_probabilistic_store = true to accept that under " + g);
+    return invalid_argument(
+        "the store is probabilistic (a false positive drops a new message as a duplicate); "
+        "set ConsumerOptions::allow_probabilistic_store = true to accept that under " +
+        g);
   if (Status s = validate_ordering(o, x); !s.ok()) return s;
   return validate_outbox(o);
 }

@@ -19,7 +19,7 @@ namespace idem {
 namespace detail {
 class Engine;
 struct ContextAccess;
-}
+}  // namespace detail
 
 // The result of one handler call. A thrown exception (of any type) counts as fail().
 class HandlerResult {

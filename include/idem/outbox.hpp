@@ -30,9 +30,9 @@ namespace idem {
 
 // One outgoing message of the outbox. (incoming_id, position) is its key in a store.
 struct OutboxEntry {
-  std::string incoming_id;  // the id of the message whose handler published it
+  std::string incoming_id;     // the id of the message whose handler published it
   std::uint32_t position = 0;  // its place in that handler's output, from 0
-  std::string destination;  // the URI given to publish(); chooses the publisher
+  std::string destination;     // the URI given to publish(); chooses the publisher
   // message.id is outgoing_id(incoming_id, position); body and headers as published.
   OutgoingMessage message;
   TimePoint created_at;  // the commit's `now`

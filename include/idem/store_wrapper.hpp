@@ -65,9 +65,7 @@ class StoreWrapper : public Store {
     return target_->commit_then_claim(c, q);
   }
   StatusOr<std::unique_ptr<StoreTransaction>> begin(TimePoint now) override { return target_->begin(now); }
-  StatusOr<std::unique_ptr<BatchTransaction>> begin_batch(TimePoint now) override {
-    return target_->begin_batch(now);
-  }
+  StatusOr<std::unique_ptr<BatchTransaction>> begin_batch(TimePoint now) override { return target_->begin_batch(now); }
 
   StatusOr<EntityRecord> read_entity(std::string_view key) override { return target_->read_entity(key); }
   Status write_entity(const EntityWrite& write) override { return target_->write_entity(write); }

@@ -34,9 +34,9 @@ using ::testing::HasSubstr;
 
 struct Downstream {
   std::mutex mu;
-  bool up = true;             // false: opening a publisher fails (the broker is down)
-  int fail_publishes = 0;     // this many publish() calls fail (after sending nothing)
-  int publish_calls = 0;      // publish() calls that succeeded
+  bool up = true;                         // false: opening a publisher fails (the broker is down)
+  int fail_publishes = 0;                 // this many publish() calls fail (after sending nothing)
+  int publish_calls = 0;                  // publish() calls that succeeded
   std::vector<OutgoingMessage> received;  // in arrival order, copies included
   std::vector<std::string> destinations;  // of each received message
 
@@ -54,7 +54,8 @@ struct Downstream {
 
 class FakePublisher final : public Publisher {
  public:
-  FakePublisher(std::shared_ptr<Downstream> d, std::string destination) : d_(std::move(d)), to_(std::move(destination)) {}
+  FakePublisher(std::shared_ptr<Downstream> d, std::string destination)
+      : d_(std::move(d)), to_(std::move(destination)) {}
   Status publish(std::span<const OutgoingMessage> messages) override {
     std::lock_guard lock(d_->mu);
     if (d_->fail_publishes > 0) {
@@ -377,8 +378,7 @@ TEST_P(OutboxOn, CrashBetweenCommitAndDispatchIsResentAtStartUp) {
   down_->up = true;
   start();  // the restart
   consumer_->tick();
-  EXPECT_EQ(down_->ids(), once(expected_ids(ms)))
-      << "each outgoing id exactly once";
+  EXPECT_EQ(down_->ids(), once(expected_ids(ms))) << "each outgoing id exactly once";
   EXPECT_TRUE(pending().empty());
   for (const Msg& m : ms) EXPECT_EQ(runs_[m.id], 1) << "handlers ran once";
   consumer_->tick();

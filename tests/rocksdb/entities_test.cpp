@@ -200,8 +200,7 @@ TEST(RocksdbEntities, BufferTotalsAreRebuiltAtOpen) {
     ASSERT_NE(store, nullptr);
     for (std::uint64_t v = 1; v <= 3; ++v) {
       const std::string id = "id-" + std::to_string(v);
-      ASSERT_TRUE(
-          store->buffer_put(put("key-" + std::to_string(v % 2), v, id, std::string(v * 10, 'm'), limits)).ok());
+      ASSERT_TRUE(store->buffer_put(put("key-" + std::to_string(v % 2), v, id, std::string(v * 10, 'm'), limits)).ok());
       bytes += 5 + id.size() + v * 10;
     }
   }
@@ -396,8 +395,7 @@ TEST(RocksdbEntities, ManyRemovedVersionsOfOneKey) {
         if (old % 7 == 0) {
           const std::string id = msg_id(old);
           ASSERT_EQ(store->claim(claim_req(id, "A", "k"))->status, ClaimStatus::kNew);
-          ASSERT_TRUE(
-              store->commit(commit_req(id, "A", std::nullopt, ew("k", revision, old, std::nullopt, old))).ok());
+          ASSERT_TRUE(store->commit(commit_req(id, "A", std::nullopt, ew("k", revision, old, std::nullopt, old))).ok());
           ++revision;
         } else {
           ASSERT_TRUE(store->buffer_remove("k", old).ok()) << old;

@@ -230,13 +230,12 @@ idem::Decision run(const std::string& store_uri, const std::vector<Order>& input
   o.store = idem::open_store(store_uri).value();
   o.transactional = true;
   o.outbox.publishers = [](const std::string& uri) { return my_open_publisher(uri); };
-  auto consumer = idem::Consumer<Order>::create(o, extractors,
-      [](const Order& order, idem::HandlerContext& ctx) {
-        write_order_row(idem::sqlite::connection(ctx), order);               // the handler's own write
-        if (auto s = ctx.publish("redis-stream://mq:6379/shipments", shipment_of(order)); !s.ok())
-          return idem::HandlerResult::fail(s.to_string());
-        return idem::HandlerResult::ok();
-      });
+  auto consumer = idem::Consumer<Order>::create(o, extractors, [](const Order& order, idem::HandlerContext& ctx) {
+    write_order_row(idem::sqlite::connection(ctx), order);  // the handler's own write
+    if (auto s = ctx.publish("redis-stream://mq:6379/shipments", shipment_of(order)); !s.ok())
+      return idem::HandlerResult::fail(s.to_string());
+    return idem::HandlerResult::ok();
+  });
   return consumer->process(input[i]);
 }
 

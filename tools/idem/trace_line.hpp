@@ -35,9 +35,9 @@ struct TraceLine {
   std::optional<std::string> payload;
   std::optional<std::string> stream;
   std::optional<std::uint64_t> position;
-  std::optional<std::uint64_t> at_ms;  // the logical clock; REQUIRES: <= kMaxAtMs
-  bool fail = false;                   // the built-in handler fails for this message
-  bool reset = false;                  // a watermark reset, not a delivery
+  std::optional<std::uint64_t> at_ms;   // the logical clock; REQUIRES: <= kMaxAtMs
+  bool fail = false;                    // the built-in handler fails for this message
+  bool reset = false;                   // a watermark reset, not a delivery
   std::vector<PublishRequest> publish;  // "publish": [{"to": URI, "payload": …}, …]
 };
 

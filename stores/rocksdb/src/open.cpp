@@ -156,8 +156,14 @@ StatusOr<std::shared_ptr<Store>> open(const Options& o) {
                          need + "); idem leaves it untouched");
     }
   } else {
-    names = {::rocksdb::kDefaultColumnFamilyName, kMetaCf, kDoneCf, kRetriesCf, kEntitiesCf, kBufferCf,
-             kOutboxCf, kOutboxSentCf};
+    names = {::rocksdb::kDefaultColumnFamilyName,
+             kMetaCf,
+             kDoneCf,
+             kRetriesCf,
+             kEntitiesCf,
+             kBufferCf,
+             kOutboxCf,
+             kOutboxSentCf};
   }
   // A database written before entities (or the outbox) existed lacks their column
   // families: they are added once its layout has been checked (below), not before.
@@ -169,8 +175,8 @@ StatusOr<std::shared_ptr<Store>> open(const Options& o) {
   std::vector<::rocksdb::ColumnFamilyDescriptor> descs;
   for (const auto& n : names)
     descs.emplace_back(n, n == kDoneCf || n == kRetriesCf || n == kOutboxSentCf ? expiring
-                          : n == kEntitiesCf                                     ? entities
-                                                                                 : plain);
+                          : n == kEntitiesCf                                    ? entities
+                                                                                : plain);
 
   ::rocksdb::DB* raw = nullptr;
   std::vector<::rocksdb::ColumnFamilyHandle*> handles;
@@ -227,10 +233,10 @@ StatusOr<std::shared_ptr<Store>> open(const Options& o) {
     if (auto c = store->db_->CreateColumnFamily(cf_options, name, &h); !c.ok())
       return detail::to_status(c, "add column family " + name + " to " + quoted(o.path));
     store->handles.push_back(h);
-    (name == kEntitiesCf     ? store->entities_cf_
-     : name == kBufferCf     ? store->buffer_cf_
-     : name == kOutboxCf     ? store->outbox_cf_
-                             : store->outbox_sent_cf_) = h;
+    (name == kEntitiesCf ? store->entities_cf_
+     : name == kBufferCf ? store->buffer_cf_
+     : name == kOutboxCf ? store->outbox_cf_
+                         : store->outbox_sent_cf_) = h;
   }
   store->entity_cache_per_stripe =
       o.entity_cache == 0 ? 0 : std::max<std::size_t>(1, (o.entity_cache + o.lease_stripes - 1) / o.lease_stripes);

@@ -15,8 +15,7 @@ constexpr std::string_view kOutboxInsert =
 constexpr std::string_view kOutboxColumns =
     "SELECT incoming, position, id, destination, body, headers, created_ms FROM idem_outbox"
     " INDEXED BY idem_outbox_unsent";
-constexpr std::string_view kOutboxPendingAll =
-    " WHERE expires_ms IS NULL AND created_ms <= ?1 ORDER BY seq LIMIT ?2";
+constexpr std::string_view kOutboxPendingAll = " WHERE expires_ms IS NULL AND created_ms <= ?1 ORDER BY seq LIMIT ?2";
 constexpr std::string_view kOutboxPendingOf =
     " WHERE incoming = ?1 AND expires_ms IS NULL AND created_ms <= ?3 ORDER BY position LIMIT ?2";
 constexpr std::string_view kOutboxMarkSent =
@@ -106,7 +105,9 @@ StatusOr<std::size_t> SqliteStore::purge_outbox(std::int64_t now_ms, std::size_t
   if (max == 0) return std::size_t{0};
   constexpr std::size_t kScanFactor = 4, kScanMin = 64;  // rows read per removal at most, as purge_rows
   Use u(outbox_purge_);
-  u.i64(1, now_ms).i64(2, clamp_i64(max)).i64(3, clamp_i64(max > SIZE_MAX / 8 ? SIZE_MAX / 2 : kScanFactor * max + kScanMin));
+  u.i64(1, now_ms)
+      .i64(2, clamp_i64(max))
+      .i64(3, clamp_i64(max > SIZE_MAX / 8 ? SIZE_MAX / 2 : kScanFactor * max + kScanMin));
   if (int rc = u.step(); rc != SQLITE_DONE) return error(rc, "purging the outbox of");
   return static_cast<std::size_t>(sqlite3_changes(conn_.db));
 }

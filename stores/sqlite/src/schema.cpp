@@ -177,7 +177,8 @@ Status upgrade_to_v3(sqlite3* db, const std::string& path) {
 Status check_v3(sqlite3* db, const std::string& path) {
   auto found = columns(db, path, "idem_outbox");
   if (!found.ok()) return found.status();
-  if (found->empty()) return data_loss("sqlite: " + path + " is of idem sqlite schema version 3 but has no table idem_outbox");
+  if (found->empty())
+    return data_loss("sqlite: " + path + " is of idem sqlite schema version 3 but has no table idem_outbox");
   return check_columns(path, "idem_outbox", *found, outbox_columns());
 }
 
@@ -243,11 +244,10 @@ Status check_or_create(sqlite3* db, const std::string& path) {
     return failed_precondition("sqlite: " + path + " was written by idem sqlite schema version " +
                                std::to_string(version) + ", newer than version " + std::to_string(kSchemaVersion) +
                                " that this build reads; upgrade idem to open it");
-  if (version < 1)
-    return data_loss("sqlite: " + path + " has an invalid schema version " + std::to_string(version));
+  if (version < 1) return data_loss("sqlite: " + path + " has an invalid schema version " + std::to_string(version));
   if (*records != records_columns())
-    return data_loss("sqlite: " + path + " has a table idem_records of a foreign layout (columns: " +
-                     join(*records) + ")");
+    return data_loss("sqlite: " + path + " has a table idem_records of a foreign layout (columns: " + join(*records) +
+                     ")");
   if (version == 1) {
     if (Status up = upgrade_to_v2(db, path); !up.ok()) return up;
     return upgrade_to_v3(db, path);

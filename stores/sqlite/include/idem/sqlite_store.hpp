@@ -40,13 +40,13 @@ enum class LeaseMode { kLocal, kShared };
 enum class Synchronous { kNormal, kFull };
 
 struct Options {
-  std::string path;                     // REQUIRES: non-empty; created if absent
+  std::string path;                      // REQUIRES: non-empty; created if absent
   LeaseMode leases = LeaseMode::kLocal;  // default local (see above)
-  Duration busy_timeout{5000};          // ms to wait for another process's lock; 5 s
+  Duration busy_timeout{5000};           // ms to wait for another process's lock; 5 s
   // PRAGMA synchronous. kNormal (default): in WAL mode a process crash loses nothing
   // committed; a power loss may lose the last commits. kFull: fsync per commit.
   Synchronous synchronous = Synchronous::kNormal;
-  std::int64_t cache_mib = 64;          // page cache size in MiB; default 64; REQUIRES: > 0
+  std::int64_t cache_mib = 64;  // page cache size in MiB; default 64; REQUIRES: > 0
   // Tests only (see store.hpp); null by default. Called inside the write transaction
   // at "commit.before_write", "commit.after_record" and, for a commit with an entity
   // write, "commit.after_entity" (after the entity write and the buffer removal)
