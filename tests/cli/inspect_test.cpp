@@ -90,12 +90,49 @@ TEST(IdemInspect, TheStoreAsAWhole) {
             (Lines{R"({"type":"records","counted":true,"at_ms":5000,"pending":2,"in_progress":0,"done":2,)"
                    R"("dead_lettered":0,"expired":0})",
                    R"({"type":"buffer","kept":true,"count":1,"bytes":58})",
-                   R"({"type":"key","key":"p","count":1,"lowest_version":3,"oldest_at_ms":3000})"}));
+                   R"({"type":"key","key":"p","count":1,"lowest_version":3,"oldest_at_ms":3000})",
+                   R"({"type":"outbox","kept":true,"unsent":0,"more":false})"}));
   r = run_idem({"inspect", "--store", uri, "--at-ms", kAfterTtl});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(lines_of(r.out)[0], "store:    " + uri);
   EXPECT_NE(r.out.find("records:  0 done, 0 dead-lettered, 0 in progress, 0 pending"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("expired:  4 "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("outbox:   0 unsent outgoing messages"), std::string::npos) << r.out;
+}
+
+TEST(IdemInspect, UnsentOutgoingMessagesAreListedWithTheirIds) {
+  TempDir dir;
+  const std::string uri = "sqlite:" + dir.path() + "/outbox.db";
+  {
+    auto store = open_store(uri);
+    ASSERT_TRUE(store.ok()) << store.status().to_string();
+    ASSERT_EQ((*store)->claim({"in-1", "w", Duration(30'000), std::nullopt, from_unix_ms(1000)})->status,
+              ClaimStatus::kNew);
+    std::vector<OutboxEntry> out(2);
+    for (std::uint32_t i = 0; i < 2; ++i) {
+      out[i].incoming_id = "in-1";
+      out[i].position = i;
+      out[i].destination = "redis-stream://:s3cret@mq:6379/out";
+      out[i].message = {outgoing_id("in-1", i), "body", {}};
+      out[i].created_at = from_unix_ms(2000);
+    }
+    CommitRequest c{"in-1", "w", std::nullopt, from_unix_ms(2000), Duration(60'000)};
+    c.outbox = out;
+    ASSERT_TRUE((*store)->commit(c).ok());
+  }
+  RunResult r = run_idem({"inspect", "--store", uri, "--at-ms", kAt, "--json", "--limit", "1"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  const Lines lines = lines_of(r.out);
+  ASSERT_GE(lines.size(), 2u);
+  EXPECT_EQ(lines[lines.size() - 2], R"({"type":"outbox","kept":true,"unsent":1,"more":true})");
+  EXPECT_EQ(lines.back(), R"({"type":"outgoing","id":"in-1#0","incoming_id":"in-1","position":0,)"
+                          R"("to":"redis-stream://:***@mq:6379/out","bytes":4,"created_at_ms":2000})");
+  r = run_idem({"inspect", "--store", uri, "--at-ms", kAt, "--id", "in-1"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("outbox:   2 unsent outgoing messages\n  \"in-1#0\" to redis-stream://:***@mq:6379/out"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("s3cret"), std::string::npos) << r.out;
 }
 
 #ifdef IDEM_CLI_WITH_BLOOM

@@ -123,6 +123,7 @@ int print_outbox(OperatorSession& s, std::optional<std::string_view> incoming, s
   q.max = limit + 1;
   auto pending = s.store().outbox_pending(q);
   if (!pending.ok()) return s.fail(pending.status());
+  if (incoming && pending->empty()) return kExitOk;  // a message with nothing unsent: no line
   const bool more = pending->size() > limit;
   if (more) pending->pop_back();
   if (json) {
