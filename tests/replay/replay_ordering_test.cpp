@@ -142,7 +142,7 @@ TEST(ReplayOrdering, IdemInspectShowsWhatWaits) {
   EXPECT_EQ(lines[1].rfind(R"({"type":"buffered","version":3,"id":"c","buffered_at_ms":7,)", 0), 0u) << lines[1];
   RunResult list = run_idem({"inspect", "--store", store, "--json"});
   EXPECT_EQ(list.exit_code, 0) << list.err;
-  EXPECT_EQ(lines_of(list.out).size(), 3u) << list.out;  // records, buffer, one key
+  EXPECT_EQ(lines_of(list.out).size(), 4u) << list.out;  // records, buffer, one key, the outbox
   EXPECT_NE(list.out.find(R"("key":"k","count":1,"lowest_version":3,"oldest_at_ms":7)"), std::string::npos) << list.out;
   RunResult unknown = run_idem({"inspect", "--store", "nosuch:"});
   EXPECT_EQ(unknown.exit_code, 2);
