@@ -58,6 +58,27 @@ constexpr std::size_t kEntityBuckets = 1 << 16;  // idem_entities memtable: hash
 
 std::string quoted(const std::string& p) { return "\"" + p + "\""; }
 
+// Keeps the handle of column family `name` in its member of `store` (a user column
+// family's in user_cfs).
+void keep_handle(detail::RocksStore& store, const std::string& name, ::rocksdb::ColumnFamilyHandle* h) {
+  if (name == kMetaCf)
+    store.meta_cf_ = h;
+  else if (name == kDoneCf)
+    store.done_cf_ = h;
+  else if (name == kRetriesCf)
+    store.retries_cf_ = h;
+  else if (name == kEntitiesCf)
+    store.entities_cf_ = h;
+  else if (name == kBufferCf)
+    store.buffer_cf_ = h;
+  else if (name == kOutboxCf)
+    store.outbox_cf_ = h;
+  else if (name == kOutboxSentCf)
+    store.outbox_sent_cf_ = h;
+  else if (name.rfind("idem_", 0) != 0)
+    store.user_cfs.emplace(name, h);
+}
+
 // True iff column family cf holds no key.
 bool is_empty(::rocksdb::DB& db, ::rocksdb::ColumnFamilyHandle* cf) {
   std::unique_ptr<::rocksdb::Iterator> it(db.NewIterator(::rocksdb::ReadOptions(), cf));
@@ -183,24 +204,7 @@ StatusOr<std::shared_ptr<Store>> open(const Options& o) {
   if (auto s = ::rocksdb::DB::Open(dbo, o.path, descs, &handles, &raw); !s.ok()) return open_error(s, o.path);
   store->db_.reset(raw);
   store->handles = handles;
-  for (std::size_t i = 0; i < names.size(); ++i) {
-    if (names[i] == kMetaCf)
-      store->meta_cf_ = handles[i];
-    else if (names[i] == kDoneCf)
-      store->done_cf_ = handles[i];
-    else if (names[i] == kRetriesCf)
-      store->retries_cf_ = handles[i];
-    else if (names[i] == kEntitiesCf)
-      store->entities_cf_ = handles[i];
-    else if (names[i] == kBufferCf)
-      store->buffer_cf_ = handles[i];
-    else if (names[i] == kOutboxCf)
-      store->outbox_cf_ = handles[i];
-    else if (names[i] == kOutboxSentCf)
-      store->outbox_sent_cf_ = handles[i];
-    else if (names[i].rfind("idem_", 0) != 0)
-      store->user_cfs.emplace(names[i], handles[i]);
-  }
+  for (std::size_t i = 0; i < names.size(); ++i) keep_handle(*store, names[i], handles[i]);
 
   const std::string layout = std::string(detail::kLayoutPrefix) + std::to_string(kLayoutVersion);
   std::string found;
@@ -233,10 +237,7 @@ StatusOr<std::shared_ptr<Store>> open(const Options& o) {
     if (auto c = store->db_->CreateColumnFamily(cf_options, name, &h); !c.ok())
       return detail::to_status(c, "add column family " + name + " to " + quoted(o.path));
     store->handles.push_back(h);
-    (name == kEntitiesCf ? store->entities_cf_
-     : name == kBufferCf ? store->buffer_cf_
-     : name == kOutboxCf ? store->outbox_cf_
-                         : store->outbox_sent_cf_) = h;
+    keep_handle(*store, name, h);
   }
   store->entity_cache_per_stripe =
       o.entity_cache == 0 ? 0 : std::max<std::size_t>(1, (o.entity_cache + o.lease_stripes - 1) / o.lease_stripes);
