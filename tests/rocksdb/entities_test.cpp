@@ -160,6 +160,36 @@ TEST(RocksdbEntities, DatabaseFromBeforeEntitiesGetsTheirColumnFamiliesAdded) {
   EXPECT_EQ(store->buffer_read("k", 10)->size(), 1u);
 }
 
+// A process killed between creating the column families and writing the layout
+// leaves a database without a layout: with no record in it, the next open finishes
+// it; with records (not a database idem was creating), it is still refused.
+TEST(RocksdbEntities, AnInterruptedCreationOpensAndADatabaseWithRecordsButNoLayoutDoesNot) {
+  TempDir dir("rocksdb-entities");
+  for (const bool with_record : {false, true}) {
+    SCOPED_TRACE(with_record ? "with a record" : "empty");
+    const std::string path = dir.sub(with_record ? "records" : "empty");
+    {
+      auto store = open_ok(path);
+      ASSERT_NE(store, nullptr);
+      if (with_record) {
+        ASSERT_EQ(store->claim(claim_req("old", "A"))->status, ClaimStatus::kNew);
+        ASSERT_TRUE(store->commit(commit_req("old", "A", "r")).ok());
+      }
+    }
+    ASSERT_TRUE(testing::with_raw_db(path, [&](::rocksdb::DB& db, const auto& cfs) {
+      EXPECT_TRUE(db.Delete({}, cfs.at("idem_meta"), "layout").ok());
+    }));
+    auto again = rocksdb::open({.path = path});
+    if (with_record) {
+      EXPECT_EQ(again.status().code(), StatusCode::kDataLoss) << again.status().to_string();
+    } else {
+      ASSERT_TRUE(again.ok()) << again.status().to_string();
+      again->reset();  // closes it
+      EXPECT_TRUE(rocksdb::open({.path = path}).ok()) << "the layout was written";
+    }
+  }
+}
+
 TEST(RocksdbEntities, RefusedOpenAddsNoColumnFamily) {
   TempDir dir("rocksdb-entities");
   const std::string path = dir.sub("db");
