@@ -95,6 +95,23 @@ if(IDEM_WITH_NATS AND NOT TARGET idem_deps::nats)
   endif()
 endif()
 
+# librdkafka (librdkafka-dev 2.0): pkg-config `rdkafka`, else find_path/find_library;
+# wrapped in idem_deps::rdkafka. Include as <librdkafka/rdkafka.h>.
+if(IDEM_WITH_KAFKA AND NOT TARGET idem_deps::rdkafka)
+  if(PkgConfig_FOUND)
+    pkg_check_modules(IDEM_RDKAFKA QUIET IMPORTED_TARGET rdkafka)
+  endif()
+  add_library(idem_deps::rdkafka INTERFACE IMPORTED)
+  if(TARGET PkgConfig::IDEM_RDKAFKA)
+    target_link_libraries(idem_deps::rdkafka INTERFACE PkgConfig::IDEM_RDKAFKA)
+  else()
+    find_path(IDEM_RDKAFKA_INCLUDE_DIR librdkafka/rdkafka.h REQUIRED)
+    find_library(IDEM_RDKAFKA_LIBRARY rdkafka REQUIRED)
+    target_include_directories(idem_deps::rdkafka INTERFACE ${IDEM_RDKAFKA_INCLUDE_DIR})
+    target_link_libraries(idem_deps::rdkafka INTERFACE ${IDEM_RDKAFKA_LIBRARY})
+  endif()
+endif()
+
 # yaml-cpp (libyaml-cpp-dev 0.7): its CMake config package defines the unnamespaced
 # target `yaml-cpp` (0.8 and later: yaml-cpp::yaml-cpp); wrapped in idem_deps::yaml_cpp.
 if(IDEM_WITH_STATEMACHINE AND NOT TARGET idem_deps::yaml_cpp)

@@ -15,6 +15,7 @@ IDEM_PACKAGES=(
   libyaml-cpp-dev
   librabbitmq-dev rabbitmq-server
   libnats-dev nats-server
+  librdkafka-dev
   ccache
 )
 

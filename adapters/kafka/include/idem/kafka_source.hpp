@@ -1,0 +1,91 @@
+// idem::kafka — a Kafka consumer group as a MessageSource, and a publisher for the
+// same topic (librdkafka; docs/adapters.md, Kafka).
+//
+// The consumer joins `group` with enable.auto.commit=false and
+// auto.offset.reset=earliest (messages published before the first consumer ran are
+// consumed), subscribed to `topic` and to its retry topic. The four decisions:
+//   ack          the offset is marked decided in its partition's offset tracker; the
+//                contiguous decided prefix is committed (asynchronously, at the next
+//                fetch; synchronously on revoke and close)
+//   retry(d)     Kafka cannot redeliver one message: it is produced to the retry topic
+//                (default "<topic>.retry") with the header idem-due-ms (Unix ms when it
+//                is due), the delivery report awaited, then the original is marked
+//                decided. The same group reads the retry topic; a message that is not
+//                due yet is held inside the source (its offset undecided, so not
+//                committed) and handed out once due.
+//   dead_letter  produced to the dead-letter topic (default "<topic>.dlq") with the
+//                headers idem-reason, idem-detail and idem-origin ("topic/partition@
+//                offset"), the delivery report awaited, then marked decided
+//   hold         nothing is marked: the partition's committed offset stays below it,
+//                so the next owner of the partition (after a restart or rebalance)
+//                reads it and everything after it again (idem's store answers those
+//                as duplicates)
+// Rebalance: before partitions are given up, the runtime is told (on_revoked), which
+// returns once every delivery of them is settled; their prefix is then committed
+// synchronously. A member killed without leaving holds its partitions until its
+// session times out (`session_timeout`).
+// Delivery count: Kafka keeps none; Delivery::delivery_count is 0 (idem's store
+// counts attempts). Delivery::partition is "topic/partition", broker_id
+// "topic/partition@offset".
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "idem/clock.hpp"
+#include "idem/publisher.hpp"
+#include "idem/source.hpp"
+#include "idem/status.hpp"
+
+namespace spdlog {
+class logger;
+}
+
+namespace idem::kafka {
+
+struct Options {
+  std::vector<std::string> brokers;  // REQUIRED: bootstrap "HOST:PORT"s
+  std::string topic;                 // REQUIRED: the topic to consume or publish to
+  std::string group;                 // REQUIRED for a source: the consumer group (group.id)
+  std::string retry_topic;           // empty (default): "<topic>.retry"
+  std::string dead_letter_topic;     // empty (default): "<topic>.dlq"
+  // Partitions of each topic the adapter creates when absent (topic, retry and
+  // dead-letter topic; CreateTopics with replication factor 1 when `partitions` is
+  // given, else the broker's defaults). Existing topics are left as they are.
+  int partitions = 1;
+  // ms; session.timeout.ms: how long a member that stopped heartbeating (killed) keeps
+  // its partitions. Default 10 s (the broker's group.min.session.timeout.ms applies).
+  Duration session_timeout{10'000};
+  Duration connect_timeout{5'000};   // ms; open() fails when no broker answered by then; 5 s
+  Duration command_timeout{10'000};  // ms; how long a produce waits for its delivery report; 10 s
+  // Retry-topic messages held in the source until due, at the most; beyond it the
+  // retry topic's partitions are paused until half have been handed out. 10,000.
+  std::size_t max_waiting = 10'000;
+
+  std::shared_ptr<Clock> clock;            // null: the system clock (due times are wall-clock)
+  std::shared_ptr<spdlog::logger> logger;  // null: silent (librdkafka's own log included)
+};
+
+// Parses "kafka://HOST:PORT[,HOST:PORT…]/TOPIC?group=G[&retry_topic=NAME][&dlq=NAME]
+// [&partitions=N][&session_timeout_ms=N][&connect_timeout_ms=N]" (the group may be
+// left out for a Publisher). Errors are kInvalidArgument.
+StatusOr<Options> parse_uri(std::string_view uri);
+
+// Creates the topic, retry and dead-letter topics if absent, checks that a broker
+// answers within connect_timeout, and subscribes to the topic and its retry topic.
+// Errors: kInvalidArgument for missing options, kUnavailable when no broker answered
+// in time, kFailedPrecondition when the broker refuses (topic creation, subscribe).
+StatusOr<std::unique_ptr<MessageSource>> open(Options options);
+
+// A publisher to `topic` with acks=all. Each message's body is the Kafka value, its
+// headers the Kafka headers; OutgoingMessage::id, when not empty, is sent as the
+// header "idem-id" (the Kafka key is left empty: it chooses the partition, and a
+// message id spreads one entity's messages over partitions just as no key does).
+// publish() returns once every message's delivery report has come (or
+// command_timeout has passed). Creates the topic if absent, as open() does.
+StatusOr<std::unique_ptr<Publisher>> open_publisher(const Options& options);
+
+}  // namespace idem::kafka

@@ -1,0 +1,174 @@
+#include "client.hpp"
+
+#include <spdlog/logger.h>
+
+#include <chrono>
+#include <memory>
+
+namespace idem::kafka::detail {
+namespace {
+
+// librdkafka's syslog levels: 0..3 errors, 4 warning, 5..6 notice/info, 7 debug.
+void log_cb(const rd_kafka_t* rk, int level, const char* fac, const char* buf) {
+  auto* ctx = static_cast<Context*>(rd_kafka_opaque(rk));
+  if (ctx == nullptr || ctx->log == nullptr) return;
+  if (level <= 4) {
+    ctx->log->warn("librdkafka {}: {}", fac, buf);
+  } else {
+    ctx->log->debug("librdkafka {}: {}", fac, buf);
+  }
+}
+
+void error_cb(rd_kafka_t* rk, int err, const char* reason, void*) {
+  auto* ctx = static_cast<Context*>(rd_kafka_opaque(rk));
+  if (ctx == nullptr || ctx->log == nullptr) return;
+  ctx->log->warn("idem kafka: {}: {}", rd_kafka_err2str(static_cast<rd_kafka_resp_err_t>(err)), reason);
+}
+
+void rebalance_cb(rd_kafka_t* rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t* parts, void* opaque) {
+  auto* ctx = static_cast<Context*>(opaque);
+  if (ctx != nullptr && ctx->rebalance != nullptr) {
+    ctx->rebalance(ctx->self, rk, err, parts);
+  } else {
+    rd_kafka_assign(rk, err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS ? parts : nullptr);
+  }
+}
+
+void dr_msg_cb(rd_kafka_t*, const rd_kafka_message_t* m, void*) {
+  if (m->_private != nullptr) *static_cast<rd_kafka_resp_err_t*>(m->_private) = m->err;
+}
+
+}  // namespace
+
+void HandleDeleter::operator()(rd_kafka_t* rk) const { rd_kafka_destroy(rk); }
+
+std::string broker_list(const Options& o) {
+  std::string s;
+  for (const std::string& b : o.brokers) s += (s.empty() ? "" : ",") + b;
+  return s;
+}
+
+StatusOr<Handle> make_handle(rd_kafka_type_t type, const Options& o, Context* ctx,
+                             const std::vector<std::pair<std::string, std::string>>& settings) {
+  rd_kafka_conf_t* conf = rd_kafka_conf_new();
+  char err[512];
+  std::vector<std::pair<std::string, std::string>> all{{"bootstrap.servers", broker_list(o)},
+                                                       {"log.connection.close", "false"}};
+  all.insert(all.end(), settings.begin(), settings.end());
+  for (const auto& [name, value] : all) {
+    if (rd_kafka_conf_set(conf, name.c_str(), value.c_str(), err, sizeof err) != RD_KAFKA_CONF_OK) {
+      rd_kafka_conf_destroy(conf);
+      return invalid_argument("kafka: setting " + name + ": " + err);
+    }
+  }
+  rd_kafka_conf_set_opaque(conf, ctx);
+  rd_kafka_conf_set_log_cb(conf, log_cb);
+  rd_kafka_conf_set_error_cb(conf, error_cb);
+  if (type == RD_KAFKA_CONSUMER) rd_kafka_conf_set_rebalance_cb(conf, rebalance_cb);
+  if (type == RD_KAFKA_PRODUCER) rd_kafka_conf_set_dr_msg_cb(conf, dr_msg_cb);
+  rd_kafka_t* rk = rd_kafka_new(type, conf, err, sizeof err);  // owns conf on success
+  if (rk == nullptr) {
+    rd_kafka_conf_destroy(conf);
+    return invalid_argument(std::string("kafka: cannot create a client: ") + err);
+  }
+  return Handle(rk);
+}
+
+Status check_reachable(rd_kafka_t* rk, const Options& o) {
+  const struct rd_kafka_metadata* md = nullptr;
+  const rd_kafka_resp_err_t e = rd_kafka_metadata(rk, 0, nullptr, &md, static_cast<int>(o.connect_timeout.count()));
+  if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    return unavailable("kafka: no broker of " + broker_list(o) + " answered within " +
+                       std::to_string(o.connect_timeout.count()) + " ms (" + rd_kafka_err2str(e) + ")");
+  }
+  rd_kafka_metadata_destroy(md);
+  return ok_status();
+}
+
+Status ensure_topics(rd_kafka_t* rk, const Options& o, const std::vector<std::string>& topics) {
+  std::vector<rd_kafka_NewTopic_t*> news;
+  char err[512];
+  for (const std::string& t : topics) {
+    rd_kafka_NewTopic_t* nt = rd_kafka_NewTopic_new(t.c_str(), o.partitions, 1, err, sizeof err);
+    if (nt == nullptr) {
+      for (auto* n : news) rd_kafka_NewTopic_destroy(n);
+      return invalid_argument("kafka: topic " + t + ": " + err);
+    }
+    news.push_back(nt);
+  }
+  rd_kafka_queue_t* q = rd_kafka_queue_new(rk);
+  rd_kafka_AdminOptions_t* opts = rd_kafka_AdminOptions_new(rk, RD_KAFKA_ADMIN_OP_CREATETOPICS);
+  rd_kafka_AdminOptions_set_request_timeout(opts, static_cast<int>(o.connect_timeout.count()), err, sizeof err);
+  rd_kafka_CreateTopics(rk, news.data(), news.size(), opts, q);
+  rd_kafka_event_t* ev = rd_kafka_queue_poll(q, static_cast<int>(o.connect_timeout.count()) + 1000);
+  Status result = ok_status();
+  if (ev == nullptr) {
+    result = unavailable("kafka: no answer to CreateTopics from " + broker_list(o));
+  } else if (rd_kafka_event_error(ev) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    result = unavailable(std::string("kafka: CreateTopics: ") + rd_kafka_event_error_string(ev));
+  } else {
+    std::size_t n = 0;
+    const rd_kafka_topic_result_t** res =
+        rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(ev), &n);
+    for (std::size_t i = 0; i < n && result.ok(); ++i) {
+      const rd_kafka_resp_err_t e = rd_kafka_topic_result_error(res[i]);
+      if (e == RD_KAFKA_RESP_ERR_NO_ERROR || e == RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS) continue;
+      const char* msg = rd_kafka_topic_result_error_string(res[i]);
+      result = failed_precondition("kafka: cannot create topic " + std::string(rd_kafka_topic_result_name(res[i])) +
+                                   ": " + (msg ? msg : rd_kafka_err2str(e)));
+    }
+  }
+  if (ev != nullptr) rd_kafka_event_destroy(ev);
+  rd_kafka_AdminOptions_destroy(opts);
+  rd_kafka_queue_destroy(q);
+  for (auto* n : news) rd_kafka_NewTopic_destroy(n);
+  return result;
+}
+
+Status produce(rd_kafka_t* producer, const std::string& topic, const std::string& key, const std::string& body,
+               const Headers& headers, rd_kafka_resp_err_t* result) {
+  *result = RD_KAFKA_RESP_ERR__IN_PROGRESS;
+  for (;;) {
+    rd_kafka_headers_t* hdrs = rd_kafka_headers_new(headers.size());
+    for (const auto& [name, value] : headers) {
+      rd_kafka_header_add(hdrs, name.data(), static_cast<ssize_t>(name.size()), value.data(),
+                          static_cast<ssize_t>(value.size()));
+    }
+    const rd_kafka_resp_err_t e =
+        rd_kafka_producev(producer, RD_KAFKA_V_TOPIC(topic.c_str()), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                          RD_KAFKA_V_VALUE(const_cast<char*>(body.data()), body.size()),
+                          RD_KAFKA_V_KEY(key.empty() ? nullptr : key.data(), key.size()), RD_KAFKA_V_HEADERS(hdrs),
+                          RD_KAFKA_V_OPAQUE(result), RD_KAFKA_V_END);
+    if (e == RD_KAFKA_RESP_ERR_NO_ERROR) return ok_status();  // hdrs now owned by the message
+    rd_kafka_headers_destroy(hdrs);
+    if (e != RD_KAFKA_RESP_ERR__QUEUE_FULL) {
+      return failed_precondition("kafka: produce to " + topic + ": " + rd_kafka_err2str(e));
+    }
+    rd_kafka_poll(producer, 100);  // serve delivery reports until there is room
+  }
+}
+
+Status produce_and_wait(rd_kafka_t* producer, const Options& o, const std::string& topic, const std::string& key,
+                        const std::string& body, const Headers& headers) {
+  // On the heap: a report that comes after a timeout still has somewhere to write.
+  auto result = std::make_unique<rd_kafka_resp_err_t>();
+  if (Status s = produce(producer, topic, key, body, headers, result.get()); !s.ok()) return s;
+  const auto deadline = std::chrono::steady_clock::now() + o.command_timeout;
+  while (*result == RD_KAFKA_RESP_ERR__IN_PROGRESS && std::chrono::steady_clock::now() < deadline) {
+    rd_kafka_flush(producer, 100);
+  }
+  if (*result == RD_KAFKA_RESP_ERR__IN_PROGRESS) {
+    rd_kafka_purge(producer, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+    rd_kafka_flush(producer, 1000);  // serves the purged message's report
+    if (*result == RD_KAFKA_RESP_ERR__IN_PROGRESS) {
+      (void)result.release();  // its report is still to come
+      return unavailable("kafka: produce to " + topic + " not confirmed in time");
+    }
+  }
+  if (*result != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    return unavailable("kafka: produce to " + topic + " not confirmed: " + rd_kafka_err2str(*result));
+  }
+  return ok_status();
+}
+
+}  // namespace idem::kafka::detail

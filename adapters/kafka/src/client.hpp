@@ -1,0 +1,56 @@
+// librdkafka handles of the Kafka adapter: configuration, topic creation, a
+// reachability check and produce-and-wait, shared by the source and the publisher.
+#pragma once
+
+#include <librdkafka/rdkafka.h>
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "idem/kafka_source.hpp"
+
+namespace idem::kafka::detail {
+
+using Headers = std::vector<std::pair<std::string, std::string>>;
+
+// What librdkafka's callbacks reach through the handle's opaque pointer.
+struct Context {
+  spdlog::logger* log = nullptr;
+  // Called from rd_kafka_consumer_poll (consumers only); may be null.
+  void (*rebalance)(void* self, rd_kafka_t* rk, rd_kafka_resp_err_t err,
+                    rd_kafka_topic_partition_list_t* parts) = nullptr;
+  void* self = nullptr;
+};
+
+struct HandleDeleter {
+  void operator()(rd_kafka_t* rk) const;
+};
+using Handle = std::unique_ptr<rd_kafka_t, HandleDeleter>;
+
+// A handle of `type` for o.brokers, with `settings` (name, value) applied after the
+// adapter's own. `ctx` must outlive the handle. kInvalidArgument: a setting refused.
+StatusOr<Handle> make_handle(rd_kafka_type_t type, const Options& o, Context* ctx,
+                             const std::vector<std::pair<std::string, std::string>>& settings);
+
+// kUnavailable unless a broker answers a metadata request within `timeout`.
+Status check_reachable(rd_kafka_t* rk, const Options& o);
+
+// Creates each of `topics` that does not exist yet (o.partitions each).
+Status ensure_topics(rd_kafka_t* rk, const Options& o, const std::vector<std::string>& topics);
+
+// Produces one message (a producer handle made by make_handle) and waits up to
+// o.command_timeout for its delivery report. kUnavailable when it was not delivered.
+Status produce_and_wait(rd_kafka_t* producer, const Options& o, const std::string& topic, const std::string& key,
+                        const std::string& body, const Headers& headers);
+
+// Produces one message whose delivery report writes its result to *result (set to
+// RD_KAFKA_RESP_ERR__IN_PROGRESS first); waits while the local queue is full.
+Status produce(rd_kafka_t* producer, const std::string& topic, const std::string& key, const std::string& body,
+               const Headers& headers, rd_kafka_resp_err_t* result);
+
+// The comma-joined broker list, for messages.
+std::string broker_list(const Options& o);
+
+}  // namespace idem::kafka::detail

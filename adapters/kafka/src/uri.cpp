@@ -1,0 +1,76 @@
+// kafka://HOST:PORT[,HOST:PORT…]/TOPIC?group=G&… → Options.
+#include <charconv>
+
+#include "idem/kafka_source.hpp"
+#include "idem/store_uri.hpp"
+
+namespace idem::kafka {
+namespace {
+
+Status bad(const std::string& what) { return invalid_argument("kafka URI: " + what); }
+
+Status take_brokers(std::string_view list, Options& o) {
+  while (!list.empty()) {
+    const auto comma = list.find(',');
+    const std::string_view hp = list.substr(0, comma);
+    list = comma == std::string_view::npos ? std::string_view() : list.substr(comma + 1);
+    const auto colon = hp.rfind(':');
+    if (colon == std::string_view::npos || colon == 0) return bad("\"" + std::string(hp) + "\" is not HOST:PORT");
+    const std::string_view p = hp.substr(colon + 1);
+    unsigned port = 0;
+    auto [end, ec] = std::from_chars(p.data(), p.data() + p.size(), port);
+    if (ec != std::errc{} || end != p.data() + p.size() || port == 0 || port > 65535) {
+      return bad("bad port \"" + std::string(p) + "\"");
+    }
+    o.brokers.emplace_back(hp);
+  }
+  if (o.brokers.empty()) return bad("no HOST:PORT");
+  return ok_status();
+}
+
+Status take_ms(const StoreUri& u, const char* name, Duration& d) {
+  auto v = u.param_uint(name, static_cast<std::uint64_t>(d.count()));
+  if (!v.ok()) return v.status();
+  if (*v == 0 || *v > 3'600'000) return bad(std::string(name) + " must be in 1..3600000");
+  d = Duration(static_cast<std::int64_t>(*v));
+  return ok_status();
+}
+
+Status take_params(const StoreUri& u, Options& o) {
+  if (Status s =
+          u.check_params({"group", "retry_topic", "dlq", "partitions", "session_timeout_ms", "connect_timeout_ms"});
+      !s.ok()) {
+    return s;
+  }
+  if (auto g = u.param("group")) o.group = *g;
+  if (auto r = u.param("retry_topic")) o.retry_topic = *r;
+  if (auto d = u.param("dlq")) o.dead_letter_topic = *d;
+  auto parts = u.param_uint("partitions", static_cast<std::uint64_t>(o.partitions));
+  if (!parts.ok()) return parts.status();
+  if (*parts == 0 || *parts > 100'000) return bad("partitions must be in 1..100000");
+  o.partitions = static_cast<int>(*parts);
+  if (Status s = take_ms(u, "session_timeout_ms", o.session_timeout); !s.ok()) return s;
+  return take_ms(u, "connect_timeout_ms", o.connect_timeout);
+}
+
+}  // namespace
+
+StatusOr<Options> parse_uri(std::string_view uri) {
+  auto u = StoreUri::parse(uri);
+  if (!u.ok()) return bad("not a URI (want kafka://HOST:PORT/TOPIC?group=G)");
+  if (u->scheme != "kafka") return bad("scheme must be kafka://");
+  std::string_view rest = u->body;
+  if (rest.substr(0, 2) != "//") return bad("want kafka://HOST:PORT/TOPIC?group=G");
+  rest.remove_prefix(2);
+  if (rest.find('@') != std::string_view::npos) return bad("credentials in the URI are not supported");
+  const auto slash = rest.find('/');
+  if (slash == std::string_view::npos || slash + 1 == rest.size()) return bad("no /TOPIC after HOST:PORT");
+  Options o;
+  if (Status s = take_brokers(rest.substr(0, slash), o); !s.ok()) return s;
+  o.topic = std::string(rest.substr(slash + 1));
+  if (o.topic.find('/') != std::string::npos) return bad("a topic name has no '/'");
+  if (Status s = take_params(*u, o); !s.ok()) return s;
+  return o;
+}
+
+}  // namespace idem::kafka
