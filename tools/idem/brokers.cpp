@@ -12,6 +12,9 @@
 #ifdef IDEM_TOOL_WITH_NATS
 #include "idem/nats_source.hpp"
 #endif
+#ifdef IDEM_TOOL_WITH_KAFKA
+#include "idem/kafka_source.hpp"
+#endif
 
 namespace idem::cli {
 namespace {
@@ -55,6 +58,14 @@ StatusOr<std::unique_ptr<MessageSource>> open_source(const std::string& uri, con
     return nats::open(*std::move(o));
   }
 #endif
+#ifdef IDEM_TOOL_WITH_KAFKA
+  if (has_scheme(uri, "kafka")) {
+    auto o = kafka::parse_uri(uri);
+    if (!o.ok()) return o.status();
+    if (o->group.empty()) return invalid_argument("needs ?group=NAME (the consumer group)");
+    return kafka::open(*std::move(o));
+  }
+#endif
   (void)settings;
   return unknown_scheme(uri);
 }
@@ -81,6 +92,13 @@ StatusOr<std::unique_ptr<Publisher>> open_publisher(const std::string& uri) {
     return nats::open_publisher(*o);
   }
 #endif
+#ifdef IDEM_TOOL_WITH_KAFKA
+  if (has_scheme(uri, "kafka")) {
+    auto o = kafka::parse_uri(uri);
+    if (!o.ok()) return o.status();
+    return kafka::open_publisher(*o);
+  }
+#endif
   return unknown_scheme(uri);
 }
 
@@ -94,6 +112,9 @@ std::string broker_uri_help() {
 #endif
 #ifdef IDEM_TOOL_WITH_NATS
   help += "  nats://[USER:PASSWORD@]HOST:PORT?stream=S&durable=D[&subject=SUBJ][&dlq=SUBJ][&max_ack_pending=N]\n";
+#endif
+#ifdef IDEM_TOOL_WITH_KAFKA
+  help += "  kafka://HOST:PORT[,HOST:PORT...]/TOPIC?group=G[&partitions=N][&session_timeout_ms=N]\n";
 #endif
   return help;
 }
