@@ -85,7 +85,26 @@ Status check_reachable(rd_kafka_t* rk, const Options& o) {
   return ok_status();
 }
 
-Status ensure_topics(rd_kafka_t* rk, const Options& o, const std::vector<std::string>& topics) {
+namespace {
+
+// Whether `topic` exists, asking with `rk` (a producer's metadata request lets a broker
+// with auto.create.topics.enable create it).
+StatusOr<bool> topic_exists(rd_kafka_t* rk, const Options& o, const std::string& topic) {
+  rd_kafka_topic_t* t = rd_kafka_topic_new(rk, topic.c_str(), nullptr);
+  const struct rd_kafka_metadata* md = nullptr;
+  const rd_kafka_resp_err_t e = rd_kafka_metadata(rk, 0, t, &md, static_cast<int>(o.connect_timeout.count()));
+  rd_kafka_topic_destroy(t);
+  if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    return unavailable("kafka: metadata of " + topic + " from " + broker_list(o) + ": " + rd_kafka_err2str(e));
+  }
+  const bool exists =
+      md->topic_cnt == 1 && md->topics[0].err == RD_KAFKA_RESP_ERR_NO_ERROR && md->topics[0].partition_cnt > 0;
+  rd_kafka_metadata_destroy(md);
+  return exists;
+}
+
+// CreateTopics for `topics`, o.partitions each; "already exists" counts as success.
+Status create_topics(rd_kafka_t* rk, const Options& o, const std::vector<std::string>& topics) {
   std::vector<rd_kafka_NewTopic_t*> news;
   char err[512];
   for (const std::string& t : topics) {
@@ -123,6 +142,30 @@ Status ensure_topics(rd_kafka_t* rk, const Options& o, const std::vector<std::st
   rd_kafka_queue_destroy(q);
   for (auto* n : news) rd_kafka_NewTopic_destroy(n);
   return result;
+}
+
+}  // namespace
+
+Status ensure_topics(rd_kafka_t* rk, const Options& o, const std::vector<std::string>& topics) {
+  std::vector<std::string> missing;
+  for (const std::string& t : topics) {
+    auto exists = topic_exists(rk, o, t);
+    if (!exists.ok()) return exists.status();
+    if (!*exists) missing.push_back(t);
+  }
+  if (missing.empty()) return ok_status();
+  Status s = create_topics(rk, o, missing);
+  if (s.ok()) return s;
+  // A broker without CreateTopics (or that refuses it) may still create topics on
+  // first use; those still missing are reported.
+  std::string absent;
+  for (const std::string& t : missing) {
+    auto exists = topic_exists(rk, o, t);
+    if (exists.ok() && !*exists) absent += (absent.empty() ? "" : ", ") + t;
+  }
+  if (absent.empty()) return ok_status();
+  return failed_precondition("kafka: topics " + absent + " do not exist and could not be created (" + s.message() +
+                             ")");
 }
 
 Status produce(rd_kafka_t* producer, const std::string& topic, const std::string& key, const std::string& body,

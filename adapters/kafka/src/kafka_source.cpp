@@ -9,8 +9,9 @@
 namespace idem::kafka::detail {
 namespace {
 
-constexpr Duration kCommitEvery{100};   // async commits of the decided prefix, at most this often
-constexpr int kSyncTimeoutMs = 10'000;  // committed-offset and watermark queries
+constexpr Duration kCommitEvery{100};    // async commits of the decided prefix, at most this often
+constexpr int kSyncTimeoutMs = 10'000;   // committed-offset and watermark queries
+constexpr int kMaxDrainPolls = 100'000;  // polls that serve callbacks before a close
 
 constexpr const char* kDue = "idem-due-ms";
 constexpr const char* kReason = "idem-reason";
@@ -60,6 +61,10 @@ KafkaSource::~KafkaSource() { close(); }
 
 std::string KafkaSource::describe() const { return "kafka " + broker_list(o_) + "/" + o_.topic + " group " + o_.group; }
 
+bool KafkaSource::cooperative() const {
+  return std::string_view(rd_kafka_rebalance_protocol(consumer_.get())) == "COOPERATIVE";
+}
+
 std::int64_t KafkaSource::now_ms() const { return to_unix_ms(clock_->now()); }
 
 Status KafkaSource::start() {
@@ -72,6 +77,7 @@ Status KafkaSource::start() {
                                {"auto.offset.reset", "earliest"},
                                {"session.timeout.ms", session},
                                {"heartbeat.interval.ms", heartbeat},
+                               {"partition.assignment.strategy", "cooperative-sticky"},
                                {"queued.min.messages", "1000"}});
   if (!consumer.ok()) return consumer.status();
   consumer_ = std::move(consumer).value();
@@ -105,7 +111,7 @@ void KafkaSource::on_rebalance(void* self, rd_kafka_t* rk, rd_kafka_resp_err_t e
     s->revoke(parts);
   } else {
     if (s->log_) s->log_->warn("idem kafka: rebalance failed: {}", rd_kafka_err2str(err));
-    s->revoke(parts);
+    s->revoke(nullptr);
   }
   (void)rk;
 }
@@ -121,19 +127,33 @@ void KafkaSource::assign(rd_kafka_topic_partition_list_t* parts) {
     names.push_back(name_of(p.topic, p.id));
     parts_[names.back()] = std::move(p);
   }
-  rd_kafka_assign(consumer_.get(), parts);
+  if (cooperative()) {
+    if (rd_kafka_error_t* e = rd_kafka_incremental_assign(consumer_.get(), parts)) {
+      if (log_) log_->warn("idem kafka: incremental assign: {}", rd_kafka_error_string(e));
+      rd_kafka_error_destroy(e);
+    }
+  } else {
+    rd_kafka_assign(consumer_.get(), parts);
+  }
   assigned_once_ = true;
-  retries_paused_ = false;
+  if (retries_paused_) {  // the new retry partitions start paused like the others
+    retries_paused_ = false;
+    pause_or_resume_retries();
+  }
   if (listener_ != nullptr) listener_->on_assigned(names);
 }
 
 // The runtime settles every delivery of the partitions (on_revoked returns once it
-// has), their decided prefix is committed, then they are given up.
+// has), their decided prefix is committed, then they are given up. parts == null:
+// every partition (a failed rebalance).
 void KafkaSource::revoke(rd_kafka_topic_partition_list_t* parts) {
   std::vector<std::string> names;
   for (int i = 0; parts != nullptr && i < parts->cnt; ++i) {
     const std::string n = name_of(parts->elems[i].topic, parts->elems[i].partition);
     if (parts_.count(n) > 0) names.push_back(n);
+  }
+  if (parts == nullptr) {
+    for (const auto& [n, p] : parts_) names.push_back(n);
   }
   auto revoked = [&](const std::string& n) { return std::find(names.begin(), names.end(), n) != names.end(); };
   if (listener_ != nullptr && !names.empty()) listener_->on_revoked(names);
@@ -148,8 +168,16 @@ void KafkaSource::revoke(rd_kafka_topic_partition_list_t* parts) {
   if (!names.empty()) {
     if (Status s = commit(true, names); !s.ok() && log_) log_->warn("idem kafka: {}", s.to_string());
   }
-  rd_kafka_assign(consumer_.get(), nullptr);  // eager rebalancing: every partition goes
-  parts_.clear();
+  for (const std::string& n : names) parts_.erase(n);
+  if (parts != nullptr && cooperative()) {
+    if (rd_kafka_error_t* e = rd_kafka_incremental_unassign(consumer_.get(), parts)) {
+      if (log_) log_->warn("idem kafka: incremental unassign: {}", rd_kafka_error_string(e));
+      rd_kafka_error_destroy(e);
+    }
+  } else {
+    rd_kafka_assign(consumer_.get(), nullptr);  // eager: every partition goes
+    parts_.clear();
+  }
 }
 
 // --- fetch -------------------------------------------------------------------------
@@ -346,10 +374,43 @@ void KafkaSource::close() {
   closed_ = true;
   if (Status s = commit(true); !s.ok() && log_) log_->warn("idem kafka: {}", s.to_string());
   listener_ = nullptr;
-  rd_kafka_consumer_close(consumer_.get());  // leaves the group: its revoke commits again
-  consumer_.reset();
+  leave_group();
+  // Closed above, or given up on: destroying must not wait for the group again.
+  rd_kafka_destroy_flags(consumer_.release(), RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
   if (producer_) rd_kafka_flush(producer_.get(), static_cast<int>(o_.command_timeout.count()));
   producer_.reset();
+}
+
+// Leaves the group (its revoke commits again), waiting at most command_timeout:
+// rd_kafka_consumer_close() can wait without end for a rebalance in progress.
+void KafkaSource::leave_group() {
+  rd_kafka_t* rk = consumer_.get();
+  // A rebalance delivered before the close must be answered first (the group cannot
+  // terminate while it waits for an assign call). Messages polled here are dropped:
+  // they were never handed out, so their offsets are not committed.
+  for (int i = 0; i < kMaxDrainPolls; ++i) {
+    rd_kafka_message_t* m = rd_kafka_consumer_poll(rk, 0);
+    if (m == nullptr) break;
+    rd_kafka_message_destroy(m);
+  }
+  rd_kafka_queue_t* q = rd_kafka_queue_new(rk);
+  if (rd_kafka_error_t* e = rd_kafka_consumer_close_queue(rk, q)) {
+    if (log_) log_->warn("idem kafka: close: {}", rd_kafka_error_string(e));
+    rd_kafka_error_destroy(e);
+    rd_kafka_queue_destroy(q);
+    return;
+  }
+  const TimePoint deadline = clock_->now() + o_.command_timeout;
+  while (!rd_kafka_consumer_closed(rk) && clock_->now() < deadline) {
+    rd_kafka_event_t* ev = rd_kafka_queue_poll(q, 100);
+    if (ev == nullptr) continue;
+    if (rd_kafka_event_type(ev) == RD_KAFKA_EVENT_REBALANCE) {
+      on_rebalance(this, rk, rd_kafka_event_error(ev), rd_kafka_event_topic_partition_list(ev));
+    }
+    rd_kafka_event_destroy(ev);
+  }
+  if (!rd_kafka_consumer_closed(rk) && log_) log_->warn("idem kafka: {} did not leave its group in time", describe());
+  rd_kafka_queue_destroy(q);
 }
 
 }  // namespace idem::kafka::detail

@@ -60,6 +60,9 @@ class KafkaSource final : public MessageSource {
   // Produces d to `topic` with its headers, less idem's, plus `extra`; then marks it decided.
   Status forward(const Delivery& d, const std::string& topic, Headers extra);
   std::int64_t now_ms() const;
+  void leave_group();
+  // Whether the group rebalances incrementally (cooperative-sticky, the default here).
+  bool cooperative() const;
 
   Options o_;
   std::shared_ptr<Clock> clock_;

@@ -10,10 +10,9 @@ namespace {
 Status bad(const std::string& what) { return invalid_argument("kafka URI: " + what); }
 
 Status take_brokers(std::string_view list, Options& o) {
-  while (!list.empty()) {
+  for (;;) {
     const auto comma = list.find(',');
     const std::string_view hp = list.substr(0, comma);
-    list = comma == std::string_view::npos ? std::string_view() : list.substr(comma + 1);
     const auto colon = hp.rfind(':');
     if (colon == std::string_view::npos || colon == 0) return bad("\"" + std::string(hp) + "\" is not HOST:PORT");
     const std::string_view p = hp.substr(colon + 1);
@@ -23,9 +22,9 @@ Status take_brokers(std::string_view list, Options& o) {
       return bad("bad port \"" + std::string(p) + "\"");
     }
     o.brokers.emplace_back(hp);
+    if (comma == std::string_view::npos) return ok_status();
+    list.remove_prefix(comma + 1);
   }
-  if (o.brokers.empty()) return bad("no HOST:PORT");
-  return ok_status();
 }
 
 Status take_ms(const StoreUri& u, const char* name, Duration& d) {
