@@ -216,7 +216,8 @@ void run_kill_test(Broker& broker, const Mode& mode, const KillOptions& o) {
   for (int i = 0; i < kills; ++i) {
     const pid_t a = spawn_idem(consume, log);
     const pid_t b = i == kills / 2 ? spawn_idem(consume, log) : 0;  // once, two consumers of the group
-    std::this_thread::sleep_for(std::chrono::milliseconds(150 + rng() % 600));
+    const auto spread = static_cast<unsigned>(std::max<std::int64_t>(1, o.alive_spread.count()));
+    std::this_thread::sleep_for(o.alive_min + std::chrono::milliseconds(rng() % spread));
     kill_now(a);
     if (b != 0) kill_now(b);
   }

@@ -54,6 +54,10 @@ struct KillOptions {
   std::string idle_exit_ms = "1500";    // --idle-exit-ms of every consumer
   std::vector<std::string> extra_args;  // more `idem consume` flags
   std::chrono::seconds final_timeout{120};
+  // How long each consumer runs before it is killed: alive_min plus up to alive_spread
+  // at random. A broker whose group join takes longer than alive_min needs more.
+  std::chrono::milliseconds alive_min{150};
+  std::chrono::milliseconds alive_spread{600};
 };
 
 // Runs the whole test against `broker`; reports through gtest assertions.
