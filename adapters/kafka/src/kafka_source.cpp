@@ -294,7 +294,7 @@ Status KafkaSource::ack(const Delivery& d) {
   return ok_status();
 }
 
-Status KafkaSource::forward(const Delivery& d, const std::string& topic, Headers extra) {
+Status KafkaSource::forward(const Delivery& d, const std::string& topic, Headers extra, bool origin_key) {
   Partition* p = partition_of(d);
   if (p == nullptr) return ok_status();  // given up: its next owner reads it again
   Headers headers;
@@ -307,8 +307,8 @@ Status KafkaSource::forward(const Delivery& d, const std::string& topic, Headers
   headers.insert(headers.end(), extra.begin(), extra.end());
   headers.emplace_back(kOrigin, origin);
   auto key = p->keys.find(static_cast<std::int64_t>(d.handle));
-  const std::string none;
-  Status s = produce_and_wait(producer_.get(), o_, topic, key == p->keys.end() ? none : key->second, d.body, headers);
+  const std::string& k = origin_key ? origin : key == p->keys.end() ? std::string() : key->second;
+  Status s = produce_and_wait(producer_.get(), o_, topic, k, d.body, headers);
   if (!s.ok()) return s;  // undecided: this partition's commit stays below it
   p = partition_of(d);    // (producing served no rebalance, but look again all the same)
   if (p != nullptr) decided(*p, d);
@@ -320,7 +320,8 @@ Status KafkaSource::retry(const Delivery& d, Duration delay) {
 }
 
 Status KafkaSource::dead_letter(const Delivery& d, std::string_view reason, std::string_view detail) {
-  return forward(d, o_.dead_letter_topic, {{kReason, std::string(reason)}, {kDetail, std::string(detail)}});
+  return forward(d, o_.dead_letter_topic, {{kReason, std::string(reason)}, {kDetail, std::string(detail)}},
+                 /*origin_key=*/true);
 }
 
 // --- commits, drained, close ---------------------------------------------------------

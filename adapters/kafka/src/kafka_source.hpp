@@ -57,8 +57,9 @@ class KafkaSource final : public MessageSource {
   Status commit(bool sync, const std::vector<std::string>& only = {});
   Partition* partition_of(const Delivery& d);
   void decided(Partition& p, const Delivery& d);
-  // Produces d to `topic` with its headers, less idem's, plus `extra`; then marks it decided.
-  Status forward(const Delivery& d, const std::string& topic, Headers extra);
+  // Produces d to `topic` with its headers, less idem's, plus `extra` and idem-origin;
+  // then marks it decided. Its key: the origin when origin_key, else d's own key.
+  Status forward(const Delivery& d, const std::string& topic, Headers extra, bool origin_key = false);
   std::int64_t now_ms() const;
   void leave_group();
   // Whether the group rebalances incrementally (cooperative-sticky, the default here).

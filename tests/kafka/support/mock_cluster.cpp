@@ -73,6 +73,12 @@ void MockCluster::set_down(bool down) {
 
 std::multiset<std::string> MockCluster::bodies(const std::string& topic) {
   std::multiset<std::string> out;
+  for (const auto& [key, body] : records(topic)) out.insert(body);
+  return out;
+}
+
+std::multimap<std::string, std::string> MockCluster::records(const std::string& topic) {
+  std::multimap<std::string, std::string> out;
   rd_kafka_t* rk =
       new_handle(RD_KAFKA_CONSUMER, {{"bootstrap.servers", bootstraps_}, {"group.id", "idem-test-reader"}});
   const int n = partition_count(rk, topic);
@@ -92,7 +98,10 @@ std::multiset<std::string> MockCluster::bodies(const std::string& topic) {
       ++idle;
       continue;
     }
-    if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR) out.emplace(static_cast<const char*>(m->payload), m->len);
+    if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+      out.emplace(std::string(m->key ? static_cast<const char*>(m->key) : "", m->key_len),
+                  std::string(static_cast<const char*>(m->payload), m->len));
+    }
     rd_kafka_message_destroy(m);
   }
   rd_kafka_consumer_close(rk);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -28,7 +29,9 @@ class MockCluster {
   // Creates `topic` with `partitions` partitions (replication 1).
   Status create_topic(const std::string& topic, int partitions);
 
-  // Every message body in `topic` (all partitions, from the start).
+  // Every message in `topic` (all partitions, from the start): key → bodies.
+  std::multimap<std::string, std::string> records(const std::string& topic);
+  // Every message body in `topic`.
   std::multiset<std::string> bodies(const std::string& topic);
   // The sum over `topic`'s partitions of high watermark minus the group's committed
   // offset (the group's unread or uncommitted messages); -1 when unknown.

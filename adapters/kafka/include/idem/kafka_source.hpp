@@ -15,7 +15,11 @@
 //                committed) and handed out once due.
 //   dead_letter  produced to the dead-letter topic (default "<topic>.dlq") with the
 //                headers idem-reason, idem-detail and idem-origin ("topic/partition@
-//                offset"), the delivery report awaited, then marked decided
+//                offset" of its first delivery), keyed by the origin, the delivery
+//                report awaited, then marked decided. A crash before the offset is
+//                committed (it waits for every lower offset's decision) makes the
+//                redelivered message a dead letter again: copies share their key, so
+//                a compacted dead-letter topic, or its reader, keeps one per origin.
 //   hold         nothing is marked: the partition's committed offset stays below it,
 //                so the next owner of the partition (after a restart or rebalance)
 //                reads it and everything after it again (idem's store answers those
