@@ -57,8 +57,9 @@ struct Options {
   std::string retry_topic;           // empty (default): "<topic>.retry"
   std::string dead_letter_topic;     // empty (default): "<topic>.dlq"
   // Partitions of each topic the adapter creates when absent (topic, retry and
-  // dead-letter topic; CreateTopics with replication factor 1 when `partitions` is
-  // given, else the broker's defaults). Existing topics are left as they are.
+  // dead-letter topic; CreateTopics, replication factor 1). A broker without
+  // CreateTopics that creates topics on first use applies its own defaults instead.
+  // Existing topics are left as they are. Default 1.
   int partitions = 1;
   // ms; session.timeout.ms: how long a member that stopped heartbeating (killed) keeps
   // its partitions. Default 10 s (the broker's group.min.session.timeout.ms applies).
@@ -78,10 +79,11 @@ struct Options {
 // left out for a Publisher). Errors are kInvalidArgument.
 StatusOr<Options> parse_uri(std::string_view uri);
 
-// Creates the topic, retry and dead-letter topics if absent, checks that a broker
-// answers within connect_timeout, and subscribes to the topic and its retry topic.
+// Checks that a broker answers within connect_timeout, creates the topic, retry and
+// dead-letter topics if absent, and subscribes to the topic and its retry topic.
 // Errors: kInvalidArgument for missing options, kUnavailable when no broker answered
-// in time, kFailedPrecondition when the broker refuses (topic creation, subscribe).
+// in time, kFailedPrecondition when a topic is still absent after CreateTopics or the
+// subscription is refused.
 StatusOr<std::unique_ptr<MessageSource>> open(Options options);
 
 // A publisher to `topic` with acks=all. Each message's body is the Kafka value, its
