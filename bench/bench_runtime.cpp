@@ -23,6 +23,11 @@
 // (`plain_nats`), and idem's runtime with the NATS source and the same transactional
 // SQLite consumer (`idem_nats`).
 //
+// Kafka rows (librdkafka's mock cluster in this process, when built with the Kafka
+// adapter): a plain consumer group member, poll b + one asynchronous commit per batch
+// and no dedup (`plain_kafka`), and idem's runtime with the Kafka source and the same
+// transactional SQLite consumer (`idem_kafka`); both timed from their first message.
+//
 // Exit status: 0; 3 with --strict when a target failed; 2 when the run cannot go on.
 #include <CLI/CLI.hpp>
 #include <chrono>
@@ -125,7 +130,7 @@ struct Target {
 };
 
 int run(std::size_t n, std::size_t cpu_n, std::size_t stream_n, std::size_t batch, bool strict, bool redis, bool amqp,
-        bool nats) {
+        bool nats, bool kafka) {
   std::vector<Row> rows;
   const auto ids = make_ids(n, "orders-");
   rows.push_back({"consumer", "Consumer::process, memory store, no-op, 1 thread", consumer_alone(ids)});
@@ -160,6 +165,14 @@ int run(std::size_t n, std::size_t cpu_n, std::size_t stream_n, std::size_t batc
 #else
   (void)nats;
 #endif
+#ifdef IDEM_BENCH_WITH_KAFKA
+  if (kafka) {
+    if (!kafka_rows(stream_n, batch, rows)) return 2;
+    targets.push_back({"idem_kafka", "plain_kafka", 0.7});
+  }
+#else
+  (void)kafka;
+#endif
   std::map<std::string, double> by_name;
   std::printf("%-18s %14s  %s\n", "row", "msgs/s", "what");
   for (const Row& r : rows) {
@@ -187,7 +200,7 @@ int run(std::size_t n, std::size_t cpu_n, std::size_t stream_n, std::size_t batc
 int main(int argc, char** argv) {
   CLI::App app("idem_bench_runtime: the consumer runtime against Consumer::process and a plain stream loop");
   std::size_t n = 1'000'000, cpu_n = 50'000, stream_n = 100'000, batch = 100;
-  bool strict = false, no_redis = false, no_amqp = false, no_nats = false;
+  bool strict = false, no_redis = false, no_amqp = false, no_nats = false, no_kafka = false;
   app.add_option("--messages", n, "Messages of the memory rows")->capture_default_str();
   app.add_option("--cpu-messages", cpu_n, "Messages of the 20 us handler rows")->capture_default_str();
   app.add_option("--stream-messages", stream_n, "Messages of the Redis Streams, RabbitMQ and NATS rows")
@@ -197,6 +210,7 @@ int main(int argc, char** argv) {
   app.add_flag("--no-redis", no_redis, "skip the Redis Streams rows");
   app.add_flag("--no-amqp", no_amqp, "skip the RabbitMQ rows");
   app.add_flag("--no-nats", no_nats, "skip the NATS JetStream rows");
+  app.add_flag("--no-kafka", no_kafka, "skip the Kafka rows");
   CLI11_PARSE(app, argc, argv);
-  return idem::bench::run(n, cpu_n, stream_n, batch, strict, !no_redis, !no_amqp, !no_nats);
+  return idem::bench::run(n, cpu_n, stream_n, batch, strict, !no_redis, !no_amqp, !no_nats, !no_kafka);
 }

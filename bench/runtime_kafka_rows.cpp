@@ -1,0 +1,136 @@
+// The Kafka rows of idem_bench_runtime (see bench_runtime.cpp), on librdkafka's mock
+// cluster started in this process (Debian has no Kafka broker).
+#include <librdkafka/rdkafka.h>
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "idem/kafka_source.hpp"
+#include "idem/sqlite_store.hpp"
+#include "runtime_rows.hpp"
+#include "support/mock_cluster.hpp"
+
+namespace idem::bench {
+namespace {
+
+// A consumer of `group` on `topic` with librdkafka: poll up to `batch` messages, then
+// one asynchronous commit of the highest offset + 1, until n; no dedup. Timed from its
+// first message (the mock delays a group's first join by 3 s).
+double plain_kafka(const std::string& bootstraps, std::size_t n, std::size_t batch) {
+  rd_kafka_conf_t* conf = rd_kafka_conf_new();
+  char err[256];
+  for (const auto& [k, v] : std::vector<std::pair<std::string, std::string>>{{"bootstrap.servers", bootstraps},
+                                                                             {"group.id", "g"},
+                                                                             {"enable.auto.commit", "false"},
+                                                                             {"auto.offset.reset", "earliest"},
+                                                                             {"queued.min.messages", "1000"}}) {
+    rd_kafka_conf_set(conf, k.c_str(), v.c_str(), err, sizeof err);
+  }
+  rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof err);
+  rd_kafka_poll_set_consumer(rk);
+  rd_kafka_topic_partition_list_t* t = rd_kafka_topic_partition_list_new(1);
+  rd_kafka_topic_partition_list_add(t, "plain", RD_KAFKA_PARTITION_UA);
+  rd_kafka_subscribe(rk, t);
+  rd_kafka_topic_partition_list_destroy(t);
+  std::size_t got = 0;
+  Clock::time_point t0{};
+  while (got < n) {
+    rd_kafka_topic_partition_list_t* commit = rd_kafka_topic_partition_list_new(1);
+    for (std::size_t i = 0; i < batch && got < n; ++i) {
+      rd_kafka_message_t* m = rd_kafka_consumer_poll(rk, i == 0 ? 1000 : 0);
+      if (m == nullptr) break;
+      if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        if (got++ == 0) t0 = Clock::now();
+        rd_kafka_topic_partition_list_add(commit, rd_kafka_topic_name(m->rkt), m->partition)->offset = m->offset + 1;
+      }
+      rd_kafka_message_destroy(m);
+    }
+    if (commit->cnt > 0) rd_kafka_commit(rk, commit, 1);
+    rd_kafka_topic_partition_list_destroy(commit);
+  }
+  const double r = rate(got - 1, Clock::now() - t0);
+  rd_kafka_destroy_flags(rk, RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
+  return r;
+}
+
+// idem's runtime over the Kafka source with a transactional SQLite consumer whose
+// handler inserts one effect row (prepared once), 2 workers, batch b. Timed once the
+// source has its first message (the group joined), which it acks itself.
+double idem_kafka(const std::string& uri, std::size_t n, std::size_t batch, const std::string& db) {
+  {
+    sqlite3* d = nullptr;
+    sqlite3_open(db.c_str(), &d);
+    sqlite3_exec(d, "CREATE TABLE IF NOT EXISTS effects(seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT, at_ms INTEGER)",
+                 nullptr, nullptr, nullptr);
+    sqlite3_close(d);
+  }
+  sqlite::Options so;
+  so.path = db;
+  ConsumerOptions o;
+  o.store = sqlite::open(so).value();
+  o.transactional = true;
+  o.latency_metrics = false;
+  auto stmt = std::make_shared<sqlite3_stmt*>(nullptr);
+  auto c = Consumer<Msg>::create(o, extractors(), [stmt](const Msg& m, HandlerContext& ctx) {
+    if (*stmt == nullptr) {
+      sqlite3_prepare_v2(sqlite::connection(ctx), "INSERT INTO effects(id, at_ms) VALUES(?1, 0)", -1, stmt.get(),
+                         nullptr);
+    }
+    sqlite3_stmt* st = *stmt;
+    sqlite3_bind_text(st, 1, m.id.data(), static_cast<int>(m.id.size()), SQLITE_STATIC);
+    const int rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    return rc == SQLITE_DONE ? HandlerResult::ok() : HandlerResult::fail("insert");
+  });
+  auto src = kafka::open(kafka::parse_uri(uri).value()).value();
+  std::vector<Delivery> first;
+  while (first.empty()) (void)src->fetch(1, Duration(1000), first);
+  (void)src->ack(first[0]);
+  RuntimeOptions rto;
+  rto.workers = 2;
+  rto.batch = batch;
+  rto.max_messages = n - 1;
+  auto rt = Runtime<Msg>::create(rto, *src, *c, decode).value();
+  const auto t0 = Clock::now();
+  (void)rt->run();
+  const double r = rate(n - 1, Clock::now() - t0);
+  src->close();
+  sqlite3_finalize(*stmt);  // before the store closes its connection
+  return r;
+}
+
+}  // namespace
+
+bool kafka_rows(std::size_t n, std::size_t batch, std::vector<Row>& rows) {
+  auto cluster = kafka_test::MockCluster::start();
+  if (!cluster.ok()) {
+    std::fprintf(stderr, "cannot start the Kafka mock cluster: %s\n", cluster.status().to_string().c_str());
+    return false;
+  }
+  std::vector<OutgoingMessage> bodies;
+  for (std::size_t i = 0; i < n; ++i) bodies.push_back({.body = "msg-" + std::to_string(i)});
+  for (const char* topic : {"plain", "idem"}) {
+    (void)(*cluster)->create_topic(topic, 1);
+    auto p = kafka::open_publisher(kafka::parse_uri((*cluster)->uri(topic, "")).value());
+    if (!p.ok() || !(*p)->publish(bodies).ok()) {
+      std::fprintf(stderr, "cannot publish to %s\n", topic);
+      return false;
+    }
+  }
+  const auto dir = std::filesystem::temp_directory_path() / ("idem-bench-kafka-" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  rows.push_back({"plain_kafka", "Kafka consumer: poll b + one async commit per batch, no dedup",
+                  plain_kafka((*cluster)->bootstraps(), n, batch)});
+  rows.push_back(
+      {"idem_kafka", "runtime, Kafka source, SQLite transactional, 2 workers, batch b",
+       idem_kafka((*cluster)->uri("idem", "gi", "session_timeout_ms=6000"), n, batch, (dir / "idem.db").string())});
+  std::filesystem::remove_all(dir);
+  return true;
+}
+
+}  // namespace idem::bench
