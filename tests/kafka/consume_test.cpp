@@ -110,9 +110,9 @@ class KafkaBroker final : public consume_kills::Broker {
   std::unique_ptr<Anchor> anchor_;
 };
 
-class IdemConsumeKills : public ::testing::TestWithParam<Mode> {};
+class KafkaConsumeKills : public ::testing::TestWithParam<Mode> {};
 
-TEST_P(IdemConsumeKills, SurviveRandomKillsWithEveryEffectExactlyOnce) {
+TEST_P(KafkaConsumeKills, SurviveRandomKillsWithEveryEffectExactlyOnce) {
   auto cluster = MockCluster::start();
   ASSERT_TRUE(cluster.ok()) << cluster.status().to_string();
   KafkaBroker broker(**cluster);
@@ -122,10 +122,10 @@ TEST_P(IdemConsumeKills, SurviveRandomKillsWithEveryEffectExactlyOnce) {
   consume_kills::run_kill_test(broker, GetParam(), o);
 }
 
-INSTANTIATE_TEST_SUITE_P(Modes, IdemConsumeKills, ::testing::Values(Mode{"strict", true, "1"}),
+INSTANTIATE_TEST_SUITE_P(Modes, KafkaConsumeKills, ::testing::Values(Mode{"strict", true, "1"}),
                          [](const ::testing::TestParamInfo<Mode>& i) { return std::string(i.param.name); });
 
-TEST(IdemConsume, UnreachableBrokerIsOneLineAndNonZero) {
+TEST(KafkaConsume, UnreachableBrokerIsOneLineAndNonZero) {
   testing::TempDir dir("consume");
   const std::string out = dir.sub("bad.log");
   EXPECT_EQ(wait_exit(spawn_idem({"consume", "--source", "kafka://127.0.0.1:1/t?group=g&connect_timeout_ms=500"}, out),
