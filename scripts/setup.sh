@@ -16,6 +16,7 @@ IDEM_PACKAGES=(
   librabbitmq-dev rabbitmq-server
   libnats-dev nats-server
   librdkafka-dev
+  postgresql-15 libpq-dev
   ccache
 )
 
