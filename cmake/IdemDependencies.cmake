@@ -112,6 +112,23 @@ if(IDEM_WITH_KAFKA AND NOT TARGET idem_deps::rdkafka)
   endif()
 endif()
 
+# libpq (libpq-dev 15): pkg-config, else find_path/find_library; wrapped in
+# idem_deps::libpq. Include as <libpq-fe.h>.
+if(IDEM_WITH_POSTGRES AND NOT TARGET idem_deps::libpq)
+  if(PkgConfig_FOUND)
+    pkg_check_modules(IDEM_LIBPQ QUIET IMPORTED_TARGET libpq)
+  endif()
+  add_library(idem_deps::libpq INTERFACE IMPORTED)
+  if(TARGET PkgConfig::IDEM_LIBPQ)
+    target_link_libraries(idem_deps::libpq INTERFACE PkgConfig::IDEM_LIBPQ)
+  else()
+    find_path(IDEM_LIBPQ_INCLUDE_DIR libpq-fe.h PATH_SUFFIXES postgresql REQUIRED)
+    find_library(IDEM_LIBPQ_LIBRARY pq REQUIRED)
+    target_include_directories(idem_deps::libpq INTERFACE ${IDEM_LIBPQ_INCLUDE_DIR})
+    target_link_libraries(idem_deps::libpq INTERFACE ${IDEM_LIBPQ_LIBRARY})
+  endif()
+endif()
+
 # yaml-cpp (libyaml-cpp-dev 0.7): its CMake config package defines the unnamespaced
 # target `yaml-cpp` (0.8 and later: yaml-cpp::yaml-cpp); wrapped in idem_deps::yaml_cpp.
 if(IDEM_WITH_STATEMACHINE AND NOT TARGET idem_deps::yaml_cpp)

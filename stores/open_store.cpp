@@ -17,6 +17,9 @@
 #ifdef IDEM_WITH_ROCKSDB
 #include "idem/rocksdb_store.hpp"
 #endif
+#ifdef IDEM_WITH_POSTGRES
+#include "idem/postgres_store.hpp"
+#endif
 #ifdef IDEM_WITH_BLOOM
 #include "idem/bloom_store.hpp"
 #endif
@@ -100,6 +103,10 @@ StatusOr<std::shared_ptr<Store>> open_parsed(const StoreUri& u, std::string& kno
 #ifdef IDEM_WITH_ROCKSDB
   known += ", rocksdb:PATH";
   if (u.scheme == "rocksdb") return rocksdb::open(u);
+#endif
+#ifdef IDEM_WITH_POSTGRES
+  known += ", postgres://USER@HOST/DB";
+  if (u.scheme == "postgres" || u.scheme == "postgresql") return postgres::open(u);
 #endif
 #ifdef IDEM_WITH_BLOOM
   known += ", bloom:[SNAPSHOT]?capacity=N&fp=F&window=W, bloom+<durable>:…";

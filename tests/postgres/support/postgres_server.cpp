@@ -1,0 +1,187 @@
+#include "support/postgres_server.hpp"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <netinet/in.h>
+#include <pwd.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <iostream>
+#include <random>
+#include <thread>
+
+namespace idem::postgres_test {
+namespace {
+
+namespace fs = std::filesystem;
+
+const fs::path kBin = "/usr/lib/postgresql/15/bin";
+
+bool port_free(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return false;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<std::uint16_t>(port));
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  ::close(fd);
+  return ok;
+}
+
+int free_port() {
+  static std::mt19937 rng(static_cast<unsigned>(::getpid()) ^
+                          static_cast<unsigned>(std::chrono::steady_clock::now().time_since_epoch().count()));
+  for (int i = 0; i < 1000; ++i) {
+    const int p = 30000 + static_cast<int>(rng() % 20000);
+    if (port_free(p)) return p;
+  }
+  return 0;
+}
+
+// The user to run the server as: none when not root, else `postgres`.
+const passwd* server_user() { return ::geteuid() == 0 ? ::getpwnam("postgres") : nullptr; }
+
+// fork + exec as the server user, output to `out`, killed when this process dies.
+pid_t spawn(const std::vector<std::string>& argv, const fs::path& out) {
+  const passwd* pw = server_user();
+  const uid_t uid = pw ? pw->pw_uid : 0;
+  const gid_t gid = pw ? pw->pw_gid : 0;
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid != 0) return pid;
+  const int fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  if (fd >= 0) {
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    ::close(fd);
+  }
+  if (pw != nullptr) {
+    if (::setgroups(0, nullptr) != 0 || ::setgid(gid) != 0 || ::setuid(uid) != 0) ::_exit(126);
+  }
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // after setuid, which clears it
+  if (::getppid() != parent) ::_exit(127);
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  ::execv(args[0], args.data());
+  ::_exit(127);
+}
+
+int wait_exit(pid_t pid) {
+  int status = 0;
+  if (::waitpid(pid, &status, 0) != pid) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+void own(const fs::path& p) {
+  if (const passwd* pw = server_user()) {
+    if (::chown(p.c_str(), pw->pw_uid, pw->pw_gid) != 0) std::cerr << "chown " << p << " failed\n";
+  }
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<PostgresServer>> PostgresServer::start() {
+  static std::atomic<int> counter{0};
+  std::unique_ptr<PostgresServer> s(new PostgresServer());
+  s->dir_ = fs::temp_directory_path() /
+            ("idem-pg-" + std::to_string(::getpid()) + "-" + std::to_string(counter.fetch_add(1)));
+  s->sock_ = s->dir_ / "sock";
+  fs::remove_all(s->dir_);
+  fs::create_directories(s->sock_);
+  own(s->dir_);
+  own(s->sock_);
+  const pid_t init = spawn({(kBin / "initdb").string(), "-D", (s->dir_ / "data").string(), "-U", "idem", "-A", "trust",
+                            "--no-sync", "-E", "UTF8", "--no-instructions"},
+                           s->dir_ / "initdb.log");
+  if (init < 0 || wait_exit(init) != 0)
+    return unavailable("initdb failed (see " + (s->dir_ / "initdb.log").string() + ")");
+  Status last = unavailable("no free port");
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    s->port_ = static_cast<std::uint16_t>(free_port());
+    if (s->port_ == 0) continue;
+    last = s->launch();
+    if (last.ok()) return s;
+  }
+  return last;
+}
+
+Status PostgresServer::launch() {
+  pid_ = spawn({(kBin / "postgres").string(), "-D", (dir_ / "data").string(), "-p", std::to_string(port_), "-k",
+                sock_.string(), "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "full_page_writes=off",
+                "-c", "max_connections=100", "-c", "shared_buffers=64MB"},
+               dir_ / "server.log");
+  if (pid_ < 0) return unavailable("fork failed");
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < deadline) {
+    int status = 0;
+    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      return unavailable("postgres on port " + std::to_string(port_) + " exited at start (see " +
+                         (dir_ / "server.log").string() + ")");
+    }
+    const pid_t ready = spawn({(kBin / "pg_isready").string(), "-q", "-h", "127.0.0.1", "-p", std::to_string(port_),
+                               "-U", "idem", "-d", "postgres"},
+                              dir_ / "isready.log");
+    if (ready > 0 && wait_exit(ready) == 0) return ok_status();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  kill();
+  return unavailable("postgres did not become ready in 30 s (see " + (dir_ / "server.log").string() + ")");
+}
+
+PostgresServer::~PostgresServer() {
+  kill();
+  std::error_code ec;
+  fs::remove_all(dir_, ec);
+}
+
+void PostgresServer::kill() {
+  if (pid_ <= 0) return;
+  ::kill(pid_, SIGQUIT);  // immediate shutdown: the children go with it
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  int status = 0;
+  while (::waitpid(pid_, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, &status, 0);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  pid_ = -1;
+}
+
+std::string PostgresServer::uri(const std::string& params) const {
+  return "postgres://idem@127.0.0.1:" + std::to_string(port_) + "/postgres" + params;
+}
+
+std::vector<std::pair<std::string, std::string>> PostgresServer::connection() const {
+  return {{"host", "127.0.0.1"}, {"port", std::to_string(port_)}, {"user", "idem"}, {"dbname", "postgres"}};
+}
+
+PostgresServer* shared_server() {
+  static std::unique_ptr<PostgresServer> server = [] {
+    auto s = PostgresServer::start();
+    if (!s.ok()) {
+      std::cerr << "cannot start a PostgreSQL server: " << s.status().to_string() << '\n';
+      return std::unique_ptr<PostgresServer>();
+    }
+    return std::move(s).value();
+  }();
+  return server.get();
+}
+
+std::string fresh_schema() {
+  static std::atomic<int> counter{0};
+  return "t_" + std::to_string(::getpid()) + "_" + std::to_string(counter.fetch_add(1));
+}
+
+}  // namespace idem::postgres_test

@@ -1,0 +1,58 @@
+// Test support: a private PostgreSQL server — initdb into a temporary folder, postgres
+// on a free port of 127.0.0.1 and a private unix-socket folder, ready when pg_isready
+// says so; stopped by PID when the object is destroyed, and killed by the kernel if
+// the test process dies first (PR_SET_PDEATHSIG). PostgreSQL refuses to run as root:
+// when the tests run as root, initdb and postgres run as the `postgres` system user on
+// folders it owns.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "idem/status.hpp"
+
+namespace idem::postgres_test {
+
+class PostgresServer {
+ public:
+  // Starts a server (trust authentication, user "idem", fsync off) and waits until it
+  // accepts connections. Retries with another port if one was taken meanwhile.
+  static StatusOr<std::unique_ptr<PostgresServer>> start();
+  ~PostgresServer();  // stops and removes the folder
+  PostgresServer(const PostgresServer&) = delete;
+  PostgresServer& operator=(const PostgresServer&) = delete;
+
+  std::uint16_t port() const { return port_; }
+  pid_t pid() const { return pid_; }
+  const std::filesystem::path& socket_dir() const { return sock_; }
+  // "postgres://idem@127.0.0.1:PORT/postgres" with `params` appended ("?schema=s").
+  std::string uri(const std::string& params = "") const;
+  // libpq keywords for idem::postgres::Options::connection.
+  std::vector<std::pair<std::string, std::string>> connection() const;
+
+  // SIGKILL and reap (the server's children exit when their postmaster is gone).
+  void kill();
+
+ private:
+  PostgresServer() = default;
+  Status launch();
+
+  std::uint16_t port_ = 0;
+  pid_t pid_ = -1;
+  std::filesystem::path dir_;
+  std::filesystem::path sock_;
+};
+
+// One server for the whole test binary, started at first use (nullptr if it failed,
+// after an ADD_FAILURE-style message on stderr).
+PostgresServer* shared_server();
+
+// A schema name unique in this process ("t_<pid>_<n>").
+std::string fresh_schema();
+
+}  // namespace idem::postgres_test
