@@ -15,6 +15,7 @@
 #include "ordering/hooked_store.hpp"
 #include "ordering/one_key.hpp"
 #include "support/entity_messages.hpp"
+#include "support/store_uri.hpp"
 #include "support/temp_dir.hpp"
 
 namespace idem {
@@ -33,7 +34,7 @@ class GatedBatch : public ::testing::TestWithParam<const char*> {
  protected:
   std::shared_ptr<Store> open(const std::string& name) {
     const std::string scheme = GetParam();
-    auto s = open_store(scheme == "memory" ? std::string("memory:") : scheme + ":" + dir_.sub(name));
+    auto s = open_store(test_support::store_uri(scheme, dir_.sub(name)));
     EXPECT_TRUE(s.ok()) << s.status().to_string();
     return std::move(s).value();
   }

@@ -43,6 +43,9 @@ inline constexpr const char* kStores[] = {
 #ifdef IDEM_ORDERING_WITH_ROCKSDB
     "rocksdb",
 #endif
+#ifdef IDEM_TESTS_WITH_POSTGRES
+    "postgres",
+#endif
 };
 
 }  // namespace idem::ordering_test

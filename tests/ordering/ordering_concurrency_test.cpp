@@ -29,6 +29,7 @@
 
 #include "idem/consumer.hpp"
 #include "idem/open_store.hpp"
+#include "support/store_uri.hpp"
 #include "support/temp_dir.hpp"
 
 namespace idem {
@@ -88,7 +89,7 @@ TEST_P(OrderingConcurrency, TwoThreadsSeeEachKeysVersionsOnceInOrder) {
 
   testing::TempDir dir("ordering-concurrency");
   const std::string scheme = p.scheme;
-  auto opened = open_store(scheme == "memory" ? std::string("memory:") : scheme + ":" + dir.sub("store"));
+  auto opened = open_store(test_support::store_uri(scheme, dir.sub("store")));
   ASSERT_TRUE(opened.ok()) << opened.status().to_string();
   std::shared_ptr<Store> store = std::move(opened).value();
   auto clock = std::make_shared<ManualClock>();
@@ -227,15 +228,15 @@ std::string param_name(const ::testing::TestParamInfo<Param>& info) {
 }
 
 const Param kParams[] = {
-    {"memory", true},
-    {"memory", false},
+    {"memory", true},   {"memory", false},
 #ifdef IDEM_ORDERING_WITH_SQLITE
-    {"sqlite", true},
-    {"sqlite", false},
+    {"sqlite", true},   {"sqlite", false},
 #endif
 #ifdef IDEM_ORDERING_WITH_ROCKSDB
-    {"rocksdb", true},
-    {"rocksdb", false},
+    {"rocksdb", true},  {"rocksdb", false},
+#endif
+#ifdef IDEM_TESTS_WITH_POSTGRES
+    {"postgres", true}, {"postgres", false},
 #endif
 };
 INSTANTIATE_TEST_SUITE_P(Stores, OrderingConcurrency, ::testing::ValuesIn(kParams), param_name);

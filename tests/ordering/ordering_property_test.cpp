@@ -36,6 +36,7 @@
 
 #include "idem/consumer.hpp"
 #include "idem/open_store.hpp"
+#include "support/store_uri.hpp"
 
 namespace idem {
 namespace {
@@ -132,8 +133,8 @@ class StoreHandle {
  public:
   // scheme: "memory", "sqlite" or "rocksdb"; round: names the directory.
   StoreHandle(const std::string& scheme, int round) : scheme_(scheme) {
-    if (!durable()) {
-      uri_ = "memory:";
+    if (!durable() || scheme == "postgres") {
+      uri_ = test_support::store_uri(scheme, "");
       return;
     }
     std::error_code ec;
@@ -639,6 +640,9 @@ const Case kCases[] = {
 #endif
 #ifdef IDEM_ORDERING_WITH_ROCKSDB
     {"rocksdb", Ordering::kStrict, 2000, 60}, {"rocksdb", Ordering::kMonotonic, 1000, 60},
+#endif
+#ifdef IDEM_TESTS_WITH_POSTGRES
+    {"postgres", Ordering::kStrict, 300, 60}, {"postgres", Ordering::kMonotonic, 200, 60},
 #endif
 };
 

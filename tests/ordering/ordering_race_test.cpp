@@ -21,6 +21,7 @@
 #include "idem/open_store.hpp"
 #include "ordering/hooked_store.hpp"
 #include "ordering/one_key.hpp"
+#include "support/store_uri.hpp"
 #include "support/temp_dir.hpp"
 
 namespace idem {
@@ -35,7 +36,7 @@ class DrainRace : public ::testing::TestWithParam<const char*> {
  protected:
   void SetUp() override {
     const std::string scheme = GetParam();
-    auto s = open_store(scheme == "memory" ? std::string("memory:") : scheme + ":" + dir_.sub("store"));
+    auto s = open_store(test_support::store_uri(scheme, dir_.sub("store")));
     ASSERT_TRUE(s.ok()) << s.status().to_string();
     store_ = std::move(s).value();
     hooked_ = std::make_shared<HookedStore>(store_);

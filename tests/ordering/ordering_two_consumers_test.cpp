@@ -18,6 +18,7 @@
 #include "idem/consumer.hpp"
 #include "idem/open_store.hpp"
 #include "ordering/one_key.hpp"
+#include "support/store_uri.hpp"
 #include "support/temp_dir.hpp"
 
 namespace idem {
@@ -31,7 +32,7 @@ class TwoConsumers : public ::testing::TestWithParam<const char*> {
  protected:
   void SetUp() override {
     const std::string scheme = GetParam();
-    auto s = open_store(scheme == "memory" ? std::string("memory:") : scheme + ":" + dir_.sub("store"));
+    auto s = open_store(test_support::store_uri(scheme, dir_.sub("store")));
     ASSERT_TRUE(s.ok()) << s.status().to_string();
     store_ = std::move(s).value();
   }
