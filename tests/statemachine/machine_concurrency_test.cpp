@@ -22,13 +22,14 @@
 #include "idem/open_store.hpp"
 #include "product_machine.hpp"
 #include "support/entity_messages.hpp"
+#include "support/store_uri.hpp"
 #include "support/temp_dir.hpp"
 
 namespace idem::test {
 namespace {
 
 struct Param {
-  const char* store;     // "memory" or "sqlite"
+  const char* store;     // "memory", "sqlite" or "postgres"
   bool shared_consumer;  // true: one Consumer for both threads; false: one each
 };
 
@@ -114,7 +115,8 @@ class MachineConcurrency : public ::testing::TestWithParam<Param> {
 
 TEST_P(MachineConcurrency, EachKeysTransitionsRunOnceInVersionOrder) {
   const Param p = GetParam();
-  const std::string uri = std::string(p.store) == "memory" ? std::string("memory:") : "sqlite:" + dir_.str() + "/s.db";
+  const std::string uri =
+      std::string(p.store) == "sqlite" ? "sqlite:" + dir_.str() + "/s.db" : test_support::store_uri(p.store, "");
   auto opened = open_store(uri);
   ASSERT_TRUE(opened.ok()) << opened.status().to_string();
   store_ = std::move(opened).value();
@@ -179,10 +181,13 @@ std::string param_name(const ::testing::TestParamInfo<Param>& info) {
   return std::string(info.param.store) + (info.param.shared_consumer ? "_shared_consumer" : "_two_consumers");
 }
 
-INSTANTIATE_TEST_SUITE_P(Stores, MachineConcurrency,
-                         ::testing::Values(Param{"memory", true}, Param{"memory", false}, Param{"sqlite", true},
-                                           Param{"sqlite", false}),
-                         param_name);
+const Param kParams[] = {
+    {"memory", true},   {"memory", false},   {"sqlite", true}, {"sqlite", false},
+#ifdef IDEM_TESTS_WITH_POSTGRES
+    {"postgres", true}, {"postgres", false},
+#endif
+};
+INSTANTIATE_TEST_SUITE_P(Stores, MachineConcurrency, ::testing::ValuesIn(kParams), param_name);
 
 }  // namespace
 }  // namespace idem::test

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "idem/consumer.hpp"
 #include "idem/machine_gate.hpp"
@@ -11,6 +12,7 @@
 #include "idem/statemachine.hpp"
 #include "product_machine.hpp"
 #include "support/entity_messages.hpp"
+#include "support/store_uri.hpp"
 #include "support/temp_dir.hpp"
 
 namespace idem {
@@ -26,7 +28,9 @@ namespace {
 class MachineRuntimeTest : public ::testing::TestWithParam<std::string> {
  protected:
   std::string uri() const {
-    return GetParam() == "memory" ? std::string("memory:") : "sqlite:" + dir_.str() + "/idem.db";
+    if (GetParam() == "sqlite") return "sqlite:" + dir_.str() + "/idem.db";
+    if (uri_.empty()) uri_ = test_support::store_uri(GetParam(), "");  // memory:, or a fresh postgres schema
+    return uri_;
   }
   ConsumerOptions options(TransitionTable table = testing::product_table(), MachineGateOptions gate = {}) {
     ConsumerOptions o;
@@ -49,6 +53,7 @@ class MachineRuntimeTest : public ::testing::TestWithParam<std::string> {
   std::string state_of(const std::string& key) { return store_->read_entity(key).value().state; }
 
   testing::TempDir dir_{"machine"};
+  mutable std::string uri_;  // a postgres store keeps its schema across reopens
   std::shared_ptr<Store> store_;
   std::shared_ptr<ManualClock> clock_ = std::make_shared<ManualClock>(from_unix_ms(1'000'000));
   Journal journal_;
@@ -248,7 +253,13 @@ TEST_P(MachineRuntimeTest, WithStrictOrderingTheMachineSeesVersionsInOrder) {
   EXPECT_EQ(outs[0].to, "offline");
 }
 
-INSTANTIATE_TEST_SUITE_P(Stores, MachineRuntimeTest, ::testing::Values("memory", "sqlite"));
+const std::vector<std::string> kStores = {"memory", "sqlite",
+#ifdef IDEM_TESTS_WITH_POSTGRES
+                                          "postgres"
+#endif
+};
+INSTANTIATE_TEST_SUITE_P(Stores, MachineRuntimeTest, ::testing::ValuesIn(kStores),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
 }  // namespace
 }  // namespace idem::test
