@@ -179,12 +179,12 @@ StoreCapabilities PgStore::capabilities() const {
 
 // --- claim -----------------------------------------------------------------------
 
-StatusOr<ClaimResult> PgStore::claim_on(Conn& c, const ClaimRequest& q) {
+StatusOr<ClaimResult> PgStore::claim_on(Conn& c, const ClaimRequest& q, bool async) {
   const std::int64_t now = to_unix_ms(q.now);
   Params p;
   p.bytes(q.id).bytes(q.owner).i64(now + q.lease.count()).i64(encode_fp(q.fingerprint)).i64(now).bytes(q.entity_key);
   for (int attempt = 0; attempt < kClaimAttempts; ++attempt) {
-    auto r = c.run(sql_.claim, p);
+    auto r = c.run(async ? sql_.claim_async : sql_.claim, p);
     if (!r.ok()) return r.status();
     if (PQntuples(r->get()) == 1) {
       if (auto answer = read_claim(r->get(), 0, q)) return *answer;
@@ -197,7 +197,7 @@ StatusOr<ClaimResult> PgStore::claim(const ClaimRequest& q) {
   if (Status s = check_claim(q); !s.ok()) return s;
   auto c = acquire();
   if (!c.ok()) return c.status();
-  return claim_on(**c, q);
+  return claim_on(**c, q, !c->joined());
 }
 
 std::vector<StatusOr<ClaimResult>> PgStore::claim_batch(std::span<const ClaimRequest> requests) {
@@ -233,7 +233,7 @@ std::vector<StatusOr<ClaimResult>> PgStore::claim_batch(std::span<const ClaimReq
     Params p;
     p.bytes_array(id).bytes_array(owner).i64_array(until).i64_array(fp).bytes_array(ek);
     p.i64(to_unix_ms(requests[valid.front()].now));
-    auto r = (*c)->run(sql_.claim_batch, p);
+    auto r = (*c)->run(c->joined() ? sql_.claim_batch : sql_.claim_batch_async, p);
     if (!r.ok()) {
       for (std::size_t i : valid) out[i] = r.status();
       return out;
@@ -249,7 +249,7 @@ std::vector<StatusOr<ClaimResult>> PgStore::claim_batch(std::span<const ClaimReq
   } else {
     again = valid;
   }
-  for (std::size_t i : again) out[i] = claim_on(**c, requests[i]);
+  for (std::size_t i : again) out[i] = claim_on(**c, requests[i], !c->joined());
   return out;
 }
 

@@ -56,7 +56,8 @@ class ConnRef {
 // Every statement of the store, its schema name filled in.
 struct Statements {
   explicit Statements(const std::string& schema);
-  Sql claim, claim_batch, commit, commit_batch, read_row, read_row_locked, upsert_pending, delete_row, extend;
+  Sql claim, claim_async, claim_batch, claim_batch_async, commit, commit_batch, read_row, read_row_locked,
+      upsert_pending, delete_row, extend;
   Sql purge_from, purge_after;
   Sql read_entity, insert_entity, update_entity, unbuffer;
   Sql buffer_lock_totals, buffer_check, buffer_insert, buffer_read, buffer_totals, buffer_keys;
@@ -119,7 +120,8 @@ class PgStore final : public Store, public std::enable_shared_from_this<PgStore>
   Status create_schema(Conn& c);  // schema.cpp
 
   // One claim (one statement, repeated if its read raced with another writer).
-  StatusOr<ClaimResult> claim_on(Conn& c, const ClaimRequest& q);
+  // async: the statement commits without waiting for its WAL flush (see the header).
+  StatusOr<ClaimResult> claim_on(Conn& c, const ClaimRequest& q, bool async);
   // The record statement of a commit; kFailedPrecondition if it was refused.
   Status commit_record(Conn& c, const CommitRequest& q);
   // Why a commit of id was refused (read after the fact).

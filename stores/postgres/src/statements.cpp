@@ -58,29 +58,42 @@ Statements::Statements(const std::string& s) {
   // Both claim forms answer the same columns: ord, granted, retries, then the row that
   // refused (state, owner, lease_until_ms, fingerprint, result, expires_ms), then the
   // entity record of a granted claim (revision, version, state).
-  claim = make(s, "claim",
-               std::string("WITH ins AS (INSERT INTO @.idem_records AS r ") + kRecordColumns +
-                   " VALUES ($1, 1, $2, $3, $4, NULL, 0, $3)" + claim_update("$5") +
-                   " RETURNING r.retries)"
-                   " SELECT 1::int8, true, ins.retries, NULL::int2, NULL::bytea, NULL::int8, NULL::int8, NULL::bytea,"
-                   " NULL::int8, e.revision, e.version, e.state FROM ins LEFT JOIN @.idem_entities e ON e.key = $6"
-                   " UNION ALL"
-                   " SELECT 1::int8, false, 0, r.state, r.owner, r.lease_until_ms, r.fingerprint, r.result,"
-                   " r.expires_ms, NULL, NULL, NULL FROM @.idem_records r"
-                   " WHERE r.id = $1 AND NOT EXISTS (SELECT 1 FROM ins)");
-  claim_batch =
-      make(s, "claim_batch",
-           std::string("WITH q AS (SELECT * FROM unnest($1::bytea[], $2::bytea[], $3::int8[], $4::int8[], $5::bytea[])"
-                       " WITH ORDINALITY AS q(id, owner, until_ms, fp, ek, ord)),"
-                       " ins AS (INSERT INTO @.idem_records AS r ") +
-               kRecordColumns + " SELECT id, 1, owner, until_ms, fp, NULL, 0, until_ms FROM q ORDER BY id" +
-               claim_update("$6") +
-               " RETURNING r.id, r.retries)"
-               " SELECT q.ord, ins.id IS NOT NULL, ins.retries, cur.state, cur.owner, cur.lease_until_ms,"
-               " cur.fingerprint, cur.result, cur.expires_ms, e.revision, e.version, e.state"
-               " FROM q LEFT JOIN ins ON ins.id = q.id"
-               " LEFT JOIN @.idem_records cur ON ins.id IS NULL AND cur.id = q.id"
-               " LEFT JOIN @.idem_entities e ON ins.id IS NOT NULL AND e.key = q.ek ORDER BY q.ord");
+  // The *_async forms also turn synchronous_commit off for the statement's own
+  // transaction (set_config(…, true)): a lease is visible at once but not flushed
+  // before the answer. Used only outside a transaction of the caller's.
+  const std::string async = " CROSS JOIN (SELECT set_config('synchronous_commit', 'off', true)) cfg";
+  for (const bool a : {false, true}) {
+    (a ? claim_async : claim) =
+        make(s, a ? "claim_async" : "claim",
+             std::string("WITH ins AS (INSERT INTO @.idem_records AS r ") + kRecordColumns +
+                 " VALUES ($1, 1, $2, $3, $4, NULL, 0, $3)" + claim_update("$5") +
+                 " RETURNING r.retries)"
+                 " SELECT 1::int8, true, ins.retries, NULL::int2, NULL::bytea, NULL::int8, NULL::int8, NULL::bytea,"
+                 " NULL::int8, e.revision, e.version, e.state FROM ins" +
+                 (a ? async : "") +
+                 " LEFT JOIN @.idem_entities e ON e.key = $6"
+                 " UNION ALL"
+                 " SELECT 1::int8, false, 0, r.state, r.owner, r.lease_until_ms, r.fingerprint, r.result,"
+                 " r.expires_ms, NULL, NULL, NULL FROM @.idem_records r"
+                 " WHERE r.id = $1 AND NOT EXISTS (SELECT 1 FROM ins)");
+    (a ? claim_batch_async : claim_batch) = make(
+        s, a ? "claim_batch_async" : "claim_batch",
+        std::string("WITH q AS (SELECT * FROM unnest($1::bytea[], $2::bytea[], $3::int8[], $4::int8[], $5::bytea[])"
+                    " WITH ORDINALITY AS q(id, owner, until_ms, fp, ek, ord)),"
+                    " ins AS (INSERT INTO @.idem_records AS r ") +
+            kRecordColumns + " SELECT id, 1, owner, until_ms, fp, NULL, 0, until_ms FROM q ORDER BY id" +
+            claim_update("$6") +
+            " RETURNING r.id, r.retries)"
+            " SELECT q.ord, ins.id IS NOT NULL, ins.retries, cur.state, cur.owner, cur.lease_until_ms,"
+            " cur.fingerprint, cur.result, cur.expires_ms, e.revision, e.version, e.state"
+            " FROM q" +
+            (a ? async : "") +
+            " LEFT JOIN ins ON ins.id = q.id"
+            // LATERAL: one primary-key probe per request, never a scan of the table.
+            " LEFT JOIN LATERAL (SELECT * FROM @.idem_records c WHERE c.id = q.id AND ins.id IS NULL) cur ON true"
+            " LEFT JOIN LATERAL (SELECT * FROM @.idem_entities x WHERE x.key = q.ek AND ins.id IS NOT NULL) e"
+            " ON true ORDER BY q.ord");
+  }
   commit = make(s, "commit",
                 std::string("INSERT INTO @.idem_records AS r ") + kRecordColumns +
                     " VALUES ($1, $2, $3, NULL, $4, $5, 0, $6)" + commit_update("$7"));
@@ -94,7 +107,8 @@ Statements::Statements(const std::string& s) {
                " RETURNING r.id)"
                " SELECT q.ord, ins.id IS NOT NULL, cur.state, cur.owner, cur.expires_ms, cur.lease_until_ms"
                " FROM q LEFT JOIN ins ON ins.id = q.id"
-               " LEFT JOIN @.idem_records cur ON ins.id IS NULL AND cur.id = q.id ORDER BY q.ord");
+               " LEFT JOIN LATERAL (SELECT * FROM @.idem_records c WHERE c.id = q.id AND ins.id IS NULL) cur ON true"
+               " ORDER BY q.ord");
   const std::string row =
       "SELECT state, owner, lease_until_ms, fingerprint, result, retries, expires_ms FROM @.idem_records WHERE id = $1";
   read_row = make(s, "read_row", row);

@@ -14,12 +14,17 @@
 // record is absent, expired or its lease has expired); a commit is one statement that
 // writes the record only if no other owner holds a live lease and the id is not done.
 // Times are the callers' `now` (docs/design.md §4): processes sharing a store need
-// clocks that agree to well within a lease.
+// clocks that agree to well within a lease. A claim outside a transaction of the
+// caller's commits with synchronous_commit off: the lease is visible to every other
+// process at once, but a server crash may drop the leases taken in the last moments
+// before it (as if they had expired early). Commits, releases and entity writes wait
+// for their flush (the server's synchronous_commit).
 //
 // Batches: claim_batch and commit_batch cost one round trip each: the requests travel
 // as arrays and one statement unnests them (see docs/stores.md for the measurement
-// against libpq pipeline mode). A batch that holds an id twice, requests with different
-// `now`, or commits with entity writes falls back to one transaction.
+// against libpq pipeline mode). A batch that holds an id twice or requests with
+// different `now` falls back to one statement per request; a commit batch with entity
+// writes (or with a fault hook) is one transaction, a savepoint per entity item.
 //
 // Entity records and the reorder buffer (entity.hpp): a commit with an entity write is
 // one transaction (record, revision compare-and-set, buffer removal).
