@@ -88,9 +88,10 @@ void own(const fs::path& p) {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<PostgresServer>> PostgresServer::start() {
+StatusOr<std::unique_ptr<PostgresServer>> PostgresServer::start(ServerConfig config) {
   static std::atomic<int> counter{0};
   std::unique_ptr<PostgresServer> s(new PostgresServer());
+  s->config_ = config;
   s->dir_ = fs::temp_directory_path() /
             ("idem-pg-" + std::to_string(::getpid()) + "-" + std::to_string(counter.fetch_add(1)));
   s->sock_ = s->dir_ / "sock";
@@ -115,8 +116,9 @@ StatusOr<std::unique_ptr<PostgresServer>> PostgresServer::start() {
 
 Status PostgresServer::launch() {
   pid_ = spawn({(kBin / "postgres").string(), "-D", (dir_ / "data").string(), "-p", std::to_string(port_), "-k",
-                sock_.string(), "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "full_page_writes=off",
-                "-c", "max_connections=100", "-c", "shared_buffers=64MB"},
+                sock_.string(), "-c", "listen_addresses=127.0.0.1", "-c", config_.fsync ? "fsync=on" : "fsync=off",
+                "-c", config_.fsync ? "full_page_writes=on" : "full_page_writes=off", "-c", "max_connections=100", "-c",
+                "shared_buffers=64MB"},
                dir_ / "server.log");
   if (pid_ < 0) return unavailable("fork failed");
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);

@@ -18,11 +18,15 @@
 
 namespace idem::postgres_test {
 
+struct ServerConfig {
+  bool fsync = false;  // default off: tests need no durability against power loss
+};
+
 class PostgresServer {
  public:
-  // Starts a server (trust authentication, user "idem", fsync off) and waits until it
-  // accepts connections. Retries with another port if one was taken meanwhile.
-  static StatusOr<std::unique_ptr<PostgresServer>> start();
+  // Starts a server (trust authentication, user "idem") and waits until it accepts
+  // connections. Retries with another port if one was taken meanwhile.
+  static StatusOr<std::unique_ptr<PostgresServer>> start(ServerConfig config = {});
   ~PostgresServer();  // stops and removes the folder
   PostgresServer(const PostgresServer&) = delete;
   PostgresServer& operator=(const PostgresServer&) = delete;
@@ -42,6 +46,7 @@ class PostgresServer {
   PostgresServer() = default;
   Status launch();
 
+  ServerConfig config_;
   std::uint16_t port_ = 0;
   pid_t pid_ = -1;
   std::filesystem::path dir_;
