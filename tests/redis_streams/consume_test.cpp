@@ -21,6 +21,11 @@
 #include "support/consume_kills.hpp"
 #include "support/redis_server.hpp"
 #include "support/temp_dir.hpp"
+#ifdef IDEM_TESTS_WITH_POSTGRES
+#include <libpq-fe.h>
+
+#include "support/postgres_server.hpp"
+#endif
 
 namespace idem::consume_test {
 namespace {
@@ -196,6 +201,40 @@ TEST(IdemConsume, ExhaustedRetriesAndMaxMessagesAndBadSources) {
   EXPECT_NE(text.find("idem consume:"), std::string::npos) << text;
   EXPECT_EQ(text.find("s3cret"), std::string::npos) << text;
 }
+
+#ifdef IDEM_TESTS_WITH_POSTGRES
+// On postgres:// the built-in handler writes idem_effects in the dedup record's
+// transaction: every message once, failed first attempts rolled back.
+TEST(IdemConsume, OnPostgresEffectsAreRowsWrittenInTheTransaction) {
+  auto server = RedisServer::start({});
+  ASSERT_TRUE(server.ok()) << server.status().to_string();
+  auto pg = postgres_test::PostgresServer::start();
+  ASSERT_TRUE(pg.ok()) << pg.status().to_string();
+  testing::TempDir dir("consume-pg");
+  {
+    std::ofstream f(dir.sub("in.jsonl"));
+    for (int i = 0; i < 20; ++i) f << "{\"id\":\"m" << i << "\"" << (i % 5 == 0 ? ",\"fail\":true" : "") << "}\n";
+  }
+  const std::string port = std::to_string((*server)->port());
+  const std::string log = dir.sub("log");
+  ASSERT_EQ(
+      wait_exit(spawn_idem({"publish", "--to", "redis-stream://127.0.0.1:" + port + "/s", dir.sub("in.jsonl")}, log),
+                std::chrono::seconds(30)),
+      0);
+  ASSERT_EQ(wait_exit(spawn_idem({"consume", "--source", "redis-stream://127.0.0.1:" + port + "/s?group=g", "--store",
+                                  (*pg)->uri("?schema=effects-schema"), "--idle-exit-ms", "1500", "--backoff-ms", "10"},
+                                 log),
+                      std::chrono::seconds(60)),
+            0);
+  PGconn* c = PQconnectdb(("host=127.0.0.1 user=idem dbname=postgres port=" + std::to_string((*pg)->port())).c_str());
+  PGresult* r = PQexec(c, "SELECT count(*), count(DISTINCT id) FROM \"effects-schema\".idem_effects");
+  ASSERT_EQ(PQresultStatus(r), PGRES_TUPLES_OK) << PQresultErrorMessage(r);
+  EXPECT_EQ(std::string(PQgetvalue(r, 0, 0)), "20");
+  EXPECT_EQ(std::string(PQgetvalue(r, 0, 1)), "20");
+  PQclear(r);
+  PQfinish(c);
+}
+#endif
 
 }  // namespace
 }  // namespace idem::consume_test

@@ -20,6 +20,7 @@
 #include "idem/consumer.hpp"
 #include "idem/runtime.hpp"
 #include "idem/store_uri.hpp"
+#include "store_uri_secret.hpp"
 #include "trace_line.hpp"
 
 namespace idem::cli {
@@ -27,7 +28,7 @@ namespace {
 
 constexpr const char* kFooter =
     "Each message body is one JSON object with the fields of a replay line (id, key, version,\n"
-    "event, payload, stream, position, fail). On sqlite: stores under effectively_once or manual\n"
+    "event, payload, stream, position, fail). On sqlite: and postgres:// stores under effectively_once or manual\n"
     "each effect is a row of idem_effects, written in the dedup record's transaction.\n"
     "SIGINT/SIGTERM stop gracefully; a second one exits at once.\n"
     "Exit status: 0 stopped (signal, --idle-exit-ms, --max-messages); 1 the source or the store\n"
@@ -71,13 +72,20 @@ StatusOr<TraceLine> decode(const Delivery& d) {
   return std::move(p.line);
 }
 
-// Effects go to idem_effects when the store is SQLite and commits carry the handler.
-bool effects_in_sqlite(const ConsumerSettings& s, std::string* path) {
-  if (s.guarantee != Guarantee::kEffectivelyOnce && s.guarantee != Guarantee::kManual) return false;
+// Effects go to idem_effects when the store is SQLite or PostgreSQL and commits carry
+// the handler.
+EffectsIn effects_target(const ConsumerSettings& s, std::string* path) {
+  if (s.guarantee != Guarantee::kEffectivelyOnce && s.guarantee != Guarantee::kManual) return EffectsIn::kNowhere;
   auto u = StoreUri::parse(s.store_uri);
-  if (!u.ok() || u->scheme != "sqlite") return false;
-  *path = u->body;
-  return true;
+  if (!u.ok()) return EffectsIn::kNowhere;
+  if (u->scheme == "sqlite") {
+    *path = u->body;
+    return EffectsIn::kSqlite;
+  }
+#ifdef IDEM_TOOL_WITH_POSTGRES
+  if (u->scheme == "postgres" || u->scheme == "postgresql") return EffectsIn::kPostgres;
+#endif
+  return EffectsIn::kNowhere;
 }
 
 // The outbox, for messages with a "publish" field: on a store that keeps one
@@ -109,15 +117,20 @@ int run_consume(const ConsumeArgs& a) {
   if (!source.ok()) return fail(kExitFailure, "cannot open source: " + source.status().to_string());
 
   ConsumerOptions o = consumer_options_from(*settings);
-  std::string error, db_path;
-  const bool in_sqlite = effects_in_sqlite(*settings, &db_path);
-  if (in_sqlite) {  // before the store opens the file and takes its lock
+  std::string error, db_path, pg_table;
+  const EffectsIn effects = effects_target(*settings, &db_path);
+  if (effects == EffectsIn::kSqlite) {  // before the store opens the file and takes its lock
     if (Status s = create_effects_table(db_path); !s.ok()) return fail(kExitFailure, s.message());
     o.transactional = true;
   }
   if (int rc = open_consumer_store(*settings, o, error); rc != kExitOk) return fail(rc, error);
+  if (effects == EffectsIn::kPostgres) {  // after the store created its schema
+    if (Status s = create_postgres_effects_table(settings->store_uri, &pg_table); !s.ok())
+      return fail(kExitFailure, scrub_secrets(s.message(), settings->store_uri));
+    o.transactional = true;
+  }
   enable_outbox(*settings, o);
-  auto handler = std::make_shared<ConsumeHandler>(in_sqlite, std::cout);
+  auto handler = std::make_shared<ConsumeHandler>(effects, std::cout, pg_table);
   o.on_buffered = [handler](const BufferedOutcome& b) {
     if (b.decision.reason == Reason::kProcessed) handler->committed(b.id);
   };

@@ -7,6 +7,11 @@
 
 #include "builtin_handler.hpp"
 #include "idem/sqlite_store.hpp"
+#ifdef IDEM_TOOL_WITH_POSTGRES
+#include <libpq-fe.h>
+
+#include "idem/postgres_store.hpp"
+#endif
 
 namespace idem::cli {
 namespace {
@@ -42,8 +47,10 @@ Status create_effects_table(const std::string& path) {
 
 HandlerResult ConsumeHandler::operator()(const TraceLine& m, HandlerContext& ctx) {
   if (m.fail && ctx.attempt() == 1) return HandlerResult::fail("the message says \"fail\": true (first attempt)");
-  if (in_sqlite_) {
+  if (where_ == EffectsIn::kSqlite) {
     if (Status s = insert_effect(m, ctx); !s.ok()) return HandlerResult::fail(s.to_string());
+  } else if (where_ == EffectsIn::kPostgres) {
+    if (Status s = insert_postgres_effect(m, ctx); !s.ok()) return HandlerResult::fail(s.to_string());
   }
   for (const PublishRequest& p : m.publish) {
     if (Status s = ctx.publish(p.to, p.payload); !s.ok()) return HandlerResult::fail(s.to_string());
@@ -82,6 +89,66 @@ Status ConsumeHandler::insert_effect(const TraceLine& m, HandlerContext& ctx) {
   sqlite3_finalize(st);
   return s;
 }
+
+#ifdef IDEM_TOOL_WITH_POSTGRES
+Status create_postgres_effects_table(const std::string& uri, std::string* table) {
+  auto u = StoreUri::parse(uri);
+  if (!u.ok()) return u.status();
+  auto o = postgres::parse_uri(*u);
+  if (!o.ok()) return o.status();
+  std::vector<const char*> keys, values;
+  for (const auto& [k, v] : o->connection) {
+    keys.push_back(k.c_str());
+    values.push_back(v.c_str());
+  }
+  keys.push_back(nullptr);
+  values.push_back(nullptr);
+  PGconn* c = PQconnectdbParams(keys.data(), values.data(), 0);
+  PQsetNoticeProcessor(
+      c, [](void*, const char*) {}, nullptr);
+  const std::string schema = postgres::quote_identifier(o->schema);
+  *table = schema + ".idem_effects";
+  const std::string sql = "CREATE SCHEMA IF NOT EXISTS " + schema + "; CREATE TABLE IF NOT EXISTS " + *table +
+                          "(seq bigserial PRIMARY KEY, id text, key text, version bigint, event text, payload text,"
+                          " at_ms bigint NOT NULL)";
+  Status s = ok_status();
+  if (PQstatus(c) != CONNECTION_OK) {
+    s = unavailable(std::string("cannot create idem_effects: ") + PQerrorMessage(c));
+  } else {
+    PGresult* r = PQexec(c, sql.c_str());
+    if (PQresultStatus(r) != PGRES_COMMAND_OK)
+      s = unavailable(std::string("cannot create idem_effects: ") + PQresultErrorMessage(r));
+    PQclear(r);
+  }
+  PQfinish(c);
+  return s;
+}
+
+Status ConsumeHandler::insert_postgres_effect(const TraceLine& m, HandlerContext& ctx) {
+  PGconn* c = postgres::connection(ctx);
+  if (c == nullptr) return failed_precondition("no PostgreSQL transaction to write idem_effects in");
+  const std::string sql =
+      "INSERT INTO " + postgres_table_ + "(id, key, version, event, payload, at_ms) VALUES ($1, $2, $3, $4, $5, $6)";
+  const std::string version = m.version ? std::to_string(*m.version) : std::string();
+  const std::string at = std::to_string(now_ms());
+  auto text = [](const std::optional<std::string>& v) { return v ? v->c_str() : nullptr; };
+  const char* params[6] = {text(m.id),    text(m.key),     m.version ? version.c_str() : nullptr,
+                           text(m.event), text(m.payload), at.c_str()};
+  PGresult* r = PQexecParams(c, sql.c_str(), 6, nullptr, params, nullptr, nullptr, 0);
+  Status s = PQresultStatus(r) == PGRES_COMMAND_OK
+                 ? ok_status()
+                 : unavailable(std::string("idem_effects insert: ") + PQresultErrorMessage(r));
+  PQclear(r);
+  return s;
+}
+#else
+Status create_postgres_effects_table(const std::string&, std::string*) {
+  return failed_precondition("this build has no PostgreSQL store");
+}
+Status ConsumeHandler::insert_postgres_effect(const TraceLine&, HandlerContext&) {
+  return failed_precondition("this build has no PostgreSQL store");
+}
+#endif
 
 void ConsumeHandler::committed(const std::optional<std::string>& id) {
   if (!id) return;

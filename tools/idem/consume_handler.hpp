@@ -1,9 +1,9 @@
 // The handler `idem consume` runs for every message (tools/idem/README.md): it fails
 // a message with "fail": true on its first attempt (the durable attempt number, so
 // wherever that attempt runs), records each effect, and in transactional mode on
-// SQLite inserts one row per effect into idem_effects in the dedup record's
-// transaction, and publishes what the message's "publish" field lists through the
-// outbox (ctx.publish; sent after the commit). Effects are printed only once
+// SQLite or PostgreSQL inserts one row per effect into idem_effects in the dedup
+// record's transaction, and publishes what the message's "publish" field lists through
+// the outbox (ctx.publish; sent after the commit). Effects are printed only once
 // committed. Thread-safe.
 #pragma once
 
@@ -29,10 +29,22 @@ inline constexpr const char* kEffectsTableSql =
 // Creates idem_effects in the SQLite database at `path` if absent.
 Status create_effects_table(const std::string& path);
 
+// Where the handler writes idem_effects, in the dedup record's transaction.
+enum class EffectsIn {
+  kNowhere,
+  kSqlite,    // through idem::sqlite::connection(ctx)
+  kPostgres,  // through idem::postgres::connection(ctx), in the store's schema
+};
+
+// Creates idem_effects in the schema of the postgres:// store `uri` if absent
+// (schema included) and sets *table to its qualified, quoted name.
+Status create_postgres_effects_table(const std::string& uri, std::string* table);
+
 class ConsumeHandler {
  public:
-  // effects_in_sqlite: write idem_effects through idem::sqlite::connection(ctx).
-  ConsumeHandler(bool effects_in_sqlite, std::ostream& out) : in_sqlite_(effects_in_sqlite), out_(out) {}
+  // postgres_table: the qualified name of idem_effects when `where` is kPostgres.
+  ConsumeHandler(EffectsIn where, std::ostream& out, std::string postgres_table = {})
+      : where_(where), postgres_table_(std::move(postgres_table)), out_(out) {}
 
   HandlerResult operator()(const TraceLine& m, HandlerContext& ctx);
 
@@ -44,8 +56,10 @@ class ConsumeHandler {
 
  private:
   Status insert_effect(const TraceLine& m, HandlerContext& ctx);
+  Status insert_postgres_effect(const TraceLine& m, HandlerContext& ctx);
 
-  const bool in_sqlite_;
+  const EffectsIn where_;
+  const std::string postgres_table_;
   std::mutex mu_;
   std::ostream& out_;
   std::map<std::string, Effect> pending_;  // ran, not known to be committed yet
