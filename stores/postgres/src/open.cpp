@@ -167,7 +167,7 @@ Status PgStore::create_schema(Conn& c) {
       "CREATE TABLE " + q +
       ".idem_records(id bytea PRIMARY KEY, state smallint NOT NULL, owner bytea,"
       " lease_until_ms bigint, fingerprint bigint, result bytea, retries integer NOT NULL DEFAULT 0,"
-      " expires_ms bigint NOT NULL);"
+      " expires_ms bigint NOT NULL) WITH (fillfactor = 70);"
       "CREATE TABLE " +
       q +
       ".idem_entities(key bytea PRIMARY KEY, revision bigint NOT NULL,"

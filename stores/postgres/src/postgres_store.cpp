@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "postgres_store_impl.hpp"
@@ -220,6 +221,10 @@ std::vector<StatusOr<ClaimResult>> PgStore::claim_batch(std::span<const ClaimReq
   }
   std::vector<std::size_t> again;  // answered by one claim each
   if (single && valid.size() > 1) {
+    // By id: concurrent batches lock rows in one order.
+    std::sort(valid.begin(), valid.end(),
+              [&](std::size_t a, std::size_t b) { return requests[a].id < requests[b].id; });
+    bool keyed = false;
     std::vector<std::optional<std::string_view>> id, owner, ek;
     std::vector<std::optional<std::int64_t>> until, fp;
     for (std::size_t i : valid) {
@@ -229,22 +234,39 @@ std::vector<StatusOr<ClaimResult>> PgStore::claim_batch(std::span<const ClaimReq
       until.emplace_back(to_unix_ms(q.now) + q.lease.count());
       fp.push_back(encode_fp(q.fingerprint));
       ek.push_back(q.entity_key);
+      keyed |= q.entity_key.has_value();
     }
     Params p;
-    p.bytes_array(id).bytes_array(owner).i64_array(until).i64_array(fp).bytes_array(ek);
+    p.bytes_array(id).bytes_array(owner).i64_array(until).i64_array(fp);
+    if (keyed) p.bytes_array(ek);
     p.i64(to_unix_ms(requests[valid.front()].now));
-    auto r = (*c)->run(c->joined() ? sql_.claim_batch : sql_.claim_batch_async, p);
+    const Sql& sql = keyed ? (c->joined() ? sql_.claim_batch : sql_.claim_batch_async)
+                           : (c->joined() ? sql_.claim_lean : sql_.claim_lean_async);
+    auto r = (*c)->run(sql, p);
     if (!r.ok()) {
       for (std::size_t i : valid) out[i] = r.status();
       return out;
     }
-    for (int row = 0; row < PQntuples(r->get()); ++row) {
-      const std::size_t i = valid[static_cast<std::size_t>(get_i64(r->get(), row, 0) - 1)];
-      if (auto answer = read_claim(r->get(), row, requests[i])) {
-        out[i] = std::move(*answer);
-      } else {
-        again.push_back(i);
+    if (keyed) {
+      for (int row = 0; row < PQntuples(r->get()); ++row) {
+        const std::size_t i = valid[static_cast<std::size_t>(get_i64(r->get(), row, 0) - 1)];
+        if (auto answer = read_claim(r->get(), row, requests[i])) {
+          out[i] = std::move(*answer);
+        } else {
+          again.push_back(i);
+        }
       }
+    } else {
+      std::unordered_map<std::string_view, std::size_t> index;
+      for (std::size_t i : valid) index.emplace(requests[i].id, i);
+      for (int row = 0; row < PQntuples(r->get()); ++row) {
+        auto it = index.find(
+            std::string_view(PQgetvalue(r->get(), row, 0), static_cast<std::size_t>(PQgetlength(r->get(), row, 0))));
+        if (it == index.end()) continue;
+        out[it->second] = ClaimResult::granted(static_cast<std::uint32_t>(get_i32(r->get(), row, 1)));
+        index.erase(it);
+      }
+      for (const auto& [ignored, i] : index) again.push_back(i);
     }
   } else {
     again = valid;
@@ -318,15 +340,20 @@ std::vector<Status> PgStore::commit_batch(std::span<const CommitRequest> request
 std::vector<Status> PgStore::commit_batch_unnest(std::span<const CommitRequest> requests) {
   std::vector<Status> out(requests.size(), ok_status());
   std::vector<std::size_t> valid;
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    if (Status s = check_commit(requests[i]); !s.ok()) {
+      out[i] = s;
+    } else {
+      valid.push_back(i);
+    }
+  }
+  if (valid.empty()) return out;
+  // By id: concurrent batches lock rows in one order.
+  std::sort(valid.begin(), valid.end(), [&](std::size_t a, std::size_t b) { return requests[a].id < requests[b].id; });
   std::vector<std::optional<std::string_view>> id, owner, result;
   std::vector<std::optional<std::int64_t>> state, fp, expires;
-  for (std::size_t i = 0; i < requests.size(); ++i) {
+  for (std::size_t i : valid) {
     const auto& q = requests[i];
-    if (Status s = check_commit(q); !s.ok()) {
-      out[i] = s;
-      continue;
-    }
-    valid.push_back(i);
     id.emplace_back(q.id);
     state.emplace_back(q.outcome == Outcome::kDeadLettered ? kRowDeadLettered : kRowCompleted);
     owner.emplace_back(q.owner);
@@ -334,26 +361,20 @@ std::vector<Status> PgStore::commit_batch_unnest(std::span<const CommitRequest> 
     result.push_back(q.result);
     expires.emplace_back(to_unix_ms(q.now) + q.ttl.count());
   }
-  if (valid.empty()) return out;
   auto c = acquire();
   if (!c.ok()) return std::vector<Status>(requests.size(), c.status());
-  const std::int64_t now = to_unix_ms(requests.front().now);
   Params p;
-  p.bytes_array(id).i64_array(state).bytes_array(owner).i64_array(fp).bytes_array(result).i64_array(expires).i64(now);
+  p.bytes_array(id).i64_array(state).bytes_array(owner).i64_array(fp).bytes_array(result).i64_array(expires);
+  p.i64(to_unix_ms(requests.front().now));
   auto r = (*c)->run(sql_.commit_batch, p);
   if (!r.ok()) return std::vector<Status>(requests.size(), r.status());
-  for (int row = 0; row < PQntuples(r->get()); ++row) {
-    const std::size_t i = valid[static_cast<std::size_t>(get_i64(r->get(), row, 0) - 1)];
-    if (get_bool(r->get(), row, 1)) continue;
-    const int st = get_i16(r->get(), row, 2);
-    if (!is_null(r->get(), row, 2) && st >= kRowCompleted && get_i64(r->get(), row, 4) > now) {
-      out[i] = failed_precondition("commit: the id is already completed");
-    } else if (!is_null(r->get(), row, 2) && st == kRowInProgress) {
-      out[i] = failed_precondition("commit: the lease is held by " + get_bytes(r->get(), row, 3));
-    } else {
-      out[i] = failed_precondition("commit: refused (the record changed meanwhile)");
-    }
-  }
+  std::unordered_map<std::string_view, std::size_t> rest;  // not written by the statement
+  for (std::size_t i : valid) rest.emplace(requests[i].id, i);
+  for (int row = 0; row < PQntuples(r->get()); ++row)
+    rest.erase(std::string_view(PQgetvalue(r->get(), row, 0), static_cast<std::size_t>(PQgetlength(r->get(), row, 0))));
+  // An id without a row (never claimed, or purged) is inserted; a refusal is explained.
+  for (std::size_t i : valid)
+    if (rest.contains(requests[i].id)) out[i] = commit_record(**c, requests[i]);
   return out;
 }
 

@@ -20,11 +20,14 @@
 // before it (as if they had expired early). Commits, releases and entity writes wait
 // for their flush (the server's synchronous_commit).
 //
-// Batches: claim_batch and commit_batch cost one round trip each: the requests travel
-// as arrays and one statement unnests them (see docs/stores.md for the measurement
-// against libpq pipeline mode). A batch that holds an id twice or requests with
-// different `now` falls back to one statement per request; a commit batch with entity
-// writes (or with a fault hook) is one transaction, a savepoint per entity item.
+// Batches: claim_batch and commit_batch cost one round trip each when every request
+// is granted / written: the requests travel as arrays (sorted by id, so that concurrent
+// batches lock rows in one order) and one statement unnests them (see docs/stores.md
+// for the measurement against libpq pipeline mode). The requests that statement did
+// not grant or write (a duplicate, a held lease, an id without a row) are then made
+// one by one, to answer each exactly as a single call would. A batch that holds an id
+// twice or requests with different `now` is made one by one; a commit batch with
+// entity writes (or with a fault hook) is one transaction, a savepoint per entity item.
 //
 // Entity records and the reorder buffer (entity.hpp): a commit with an entity write is
 // one transaction (record, revision compare-and-set, buffer removal).
