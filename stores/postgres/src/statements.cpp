@@ -52,9 +52,8 @@ Sql make(const std::string& schema, const char* name, std::string text) {
   return Sql{std::string("idem_") + name, std::move(out)};
 }
 
-}  // namespace
-
-Statements::Statements(const std::string& s) {
+// The record statements: claims, commits, release, extend and the purge scan.
+void add_record_statements(Statements& t, const std::string& s) {
   // Both claim forms answer the same columns: ord, granted, retries, then the row that
   // refused (state, owner, lease_until_ms, fingerprint, result, expires_ms), then the
   // entity record of a granted claim (revision, version, state).
@@ -65,7 +64,7 @@ Statements::Statements(const std::string& s) {
   const std::string async = " CROSS JOIN (SELECT set_config('synchronous_commit', 'off', true) AS v) cfg";
   const std::string async_where = " WHERE cfg.v IS NOT NULL";
   for (const bool a : {false, true}) {
-    (a ? claim_async : claim) =
+    (a ? t.claim_async : t.claim) =
         make(s, a ? "claim_async" : "claim",
              std::string("WITH ins AS (INSERT INTO @.idem_records AS r ") + kRecordColumns +
                  " VALUES ($1, 1, $2, $3, $4, NULL, 0, $3)" + claim_update("$5") +
@@ -77,7 +76,7 @@ Statements::Statements(const std::string& s) {
                  " SELECT 1::int8, false, 0, r.state, r.owner, r.lease_until_ms, r.fingerprint, r.result,"
                  " r.expires_ms, NULL, NULL, NULL FROM @.idem_records r"
                  " WHERE r.id = $1 AND NOT EXISTS (SELECT 1 FROM ins)");
-    (a ? claim_batch_async : claim_batch) = make(
+    (a ? t.claim_batch_async : t.claim_batch) = make(
         s, a ? "claim_batch_async" : "claim_batch",
         std::string("WITH q AS (SELECT * FROM unnest($1::bytea[], $2::bytea[], $3::int8[], $4::int8[], $5::bytea[])"
                     " WITH ORDINALITY AS q(id, owner, until_ms, fp, ek, ord)),"
@@ -101,7 +100,7 @@ Statements::Statements(const std::string& s) {
   // held lease). The caller sorts the requests by id, so that concurrent batches lock
   // rows in one order.
   for (const bool a : {false, true}) {
-    (a ? claim_lean_async : claim_lean) =
+    (a ? t.claim_lean_async : t.claim_lean) =
         make(s, a ? "claim_lean_async" : "claim_lean",
              std::string("WITH ins AS (INSERT INTO @.idem_records AS r ") + kRecordColumns +
                  " SELECT id, 1, owner, until_ms, fp, NULL, 0, until_ms"
@@ -109,39 +108,39 @@ Statements::Statements(const std::string& s) {
                  claim_update("$5") + " RETURNING r.id, r.retries) SELECT ins.id, ins.retries FROM ins" +
                  (a ? async + async_where : ""));
   }
-  commit = make(s, "commit",
-                std::string("INSERT INTO @.idem_records AS r ") + kRecordColumns +
-                    " VALUES ($1, $2, $3, NULL, $4, $5, 0, $6)" + commit_update("$7"));
+  t.commit = make(s, "commit",
+                  std::string("INSERT INTO @.idem_records AS r ") + kRecordColumns +
+                      " VALUES ($1, $2, $3, NULL, $4, $5, 0, $6)" + commit_update("$7"));
   // A batch commit updates the rows that exist (the claims wrote them) with a plain
   // UPDATE, which costs less than ON CONFLICT's speculative insertion and tuple lock,
   // and answers the ids it wrote; the caller commits the others one by one (an id
   // without a row, or a refusal to explain). READ COMMITTED re-checks the owner
   // condition on the latest row version. The caller sorts the requests by id.
-  commit_batch = make(s, "commit_batch",
-                      "UPDATE @.idem_records AS r SET state = q.state, owner = q.owner, lease_until_ms = NULL,"
-                      " fingerprint = q.fp, result = q.result, retries = 0, expires_ms = q.expires"
-                      " FROM unnest($1::bytea[], $2::int8[], $3::bytea[], $4::int8[], $5::bytea[], $6::int8[])"
-                      " AS q(id, state, owner, fp, result, expires)"
-                      // = ANY($1): the generic plan finds the rows by the primary key
-                      // rather than by a hash join over the whole table.
-                      " WHERE r.id = ANY($1::bytea[]) AND r.id = q.id AND NOT (r.state >= 2 AND r.expires_ms > $7)"
-                      " AND NOT (r.state = 1 AND r.lease_until_ms > $7 AND r.owner IS DISTINCT FROM q.owner)"
-                      " RETURNING r.id");
+  t.commit_batch = make(s, "commit_batch",
+                        "UPDATE @.idem_records AS r SET state = q.state, owner = q.owner, lease_until_ms = NULL,"
+                        " fingerprint = q.fp, result = q.result, retries = 0, expires_ms = q.expires"
+                        " FROM unnest($1::bytea[], $2::int8[], $3::bytea[], $4::int8[], $5::bytea[], $6::int8[])"
+                        " AS q(id, state, owner, fp, result, expires)"
+                        // = ANY($1): the generic plan finds the rows by the primary key
+                        // rather than by a hash join over the whole table.
+                        " WHERE r.id = ANY($1::bytea[]) AND r.id = q.id AND NOT (r.state >= 2 AND r.expires_ms > $7)"
+                        " AND NOT (r.state = 1 AND r.lease_until_ms > $7 AND r.owner IS DISTINCT FROM q.owner)"
+                        " RETURNING r.id");
   const std::string row =
       "SELECT state, owner, lease_until_ms, fingerprint, result, retries, expires_ms FROM @.idem_records WHERE id = $1";
-  read_row = make(s, "read_row", row);
-  read_row_locked = make(s, "read_row_locked", row + " FOR UPDATE");
-  upsert_pending = make(s, "upsert_pending",
-                        std::string("INSERT INTO @.idem_records AS r ") + kRecordColumns +
-                            " VALUES ($1, 0, NULL, NULL, $2, NULL, $3, $4)"
-                            " ON CONFLICT (id) DO UPDATE SET state = 0, owner = NULL, lease_until_ms = NULL,"
-                            " fingerprint = excluded.fingerprint, result = NULL, retries = excluded.retries,"
-                            " expires_ms = excluded.expires_ms");
-  delete_row = make(s, "delete_row", "DELETE FROM @.idem_records WHERE id = $1");
-  extend = make(s, "extend",
-                "UPDATE @.idem_records SET lease_until_ms = $3,"
-                " expires_ms = CASE WHEN retries > 0 THEN expires_ms ELSE $3 END"
-                " WHERE id = $1 AND state = 1 AND owner = $2 AND lease_until_ms > $4");
+  t.read_row = make(s, "read_row", row);
+  t.read_row_locked = make(s, "read_row_locked", row + " FOR UPDATE");
+  t.upsert_pending = make(s, "upsert_pending",
+                          std::string("INSERT INTO @.idem_records AS r ") + kRecordColumns +
+                              " VALUES ($1, 0, NULL, NULL, $2, NULL, $3, $4)"
+                              " ON CONFLICT (id) DO UPDATE SET state = 0, owner = NULL, lease_until_ms = NULL,"
+                              " fingerprint = excluded.fingerprint, result = NULL, retries = excluded.retries,"
+                              " expires_ms = excluded.expires_ms");
+  t.delete_row = make(s, "delete_row", "DELETE FROM @.idem_records WHERE id = $1");
+  t.extend = make(s, "extend",
+                  "UPDATE @.idem_records SET lease_until_ms = $3,"
+                  " expires_ms = CASE WHEN retries > 0 THEN expires_ms ELSE $3 END"
+                  " WHERE id = $1 AND state = 1 AND owner = $2 AND lease_until_ms > $4");
   // The purge scan: up to $3 rows in id order from the first row (purge_from) or after
   // the cursor $4 (purge_after); deletes the first $2 of them expired at $1. Answers
   // the rows deleted, the rows scanned, the expired ones found (up to $2), the last
@@ -154,12 +153,17 @@ Statements::Statements(const std::string& s) {
                                  " SELECT (SELECT count(*) FROM del), (SELECT count(*) FROM scan),"
                                  " (SELECT count(*) FROM dead), (SELECT id FROM dead ORDER BY id DESC LIMIT 1), "
                                  "(SELECT id FROM scan ORDER BY id DESC LIMIT 1)";
-  purge_from = make(s, "purge_from",
-                    std::string("WITH scan AS (SELECT id, ") + kDead + " AS dead FROM @.idem_records" + purge_tail);
-  purge_after = make(
+  t.purge_from = make(s, "purge_from",
+                      std::string("WITH scan AS (SELECT id, ") + kDead + " AS dead FROM @.idem_records" + purge_tail);
+  t.purge_after = make(
       s, "purge_after",
       std::string("WITH scan AS (SELECT id, ") + kDead + " AS dead FROM @.idem_records WHERE id > $4" + purge_tail);
+}
 
+}  // namespace
+
+Statements::Statements(const std::string& s) {
+  add_record_statements(*this, s);
   read_entity = make(s, "read_entity", "SELECT revision, version, state FROM @.idem_entities WHERE key = $1");
   insert_entity = make(s, "insert_entity",
                        "INSERT INTO @.idem_entities(key, revision, version, state)"
