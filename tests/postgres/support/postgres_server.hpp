@@ -1,5 +1,7 @@
-// Test support: a private PostgreSQL server — initdb into a temporary folder, postgres
-// on a free port of 127.0.0.1 and a private unix-socket folder, ready when pg_isready
+// Test support: a private PostgreSQL server — a cluster made by initdb (once per
+// machine, then copied into a folder per server, under /dev/shm when it need not
+// survive a power loss), postgres on a free port of
+// 127.0.0.1 and a private unix-socket folder, ready when pg_isready
 // says so; stopped by PID when the object is destroyed, and killed by the kernel if
 // the test process dies first (PR_SET_PDEATHSIG). PostgreSQL refuses to run as root:
 // when the tests run as root, initdb and postgres run as the `postgres` system user on
