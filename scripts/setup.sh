@@ -18,6 +18,7 @@ IDEM_PACKAGES=(
   librdkafka-dev
   postgresql-15 libpq-dev
   ccache
+  clang libclang-rt-14-dev
 )
 
 idem_install_packages() {
