@@ -14,6 +14,9 @@ std::optional<Decision> Pipeline::validate_entity(const MessageView& m) const {
   if (mode == Ordering::kWatermark) {
     if (!m.stream) return bad("message has no stream (required by ordering watermark)");
     if (!m.position) return bad("message has no position (required by ordering watermark)");
+    if (m.stream->size() > o_.ordering.max_stream_bytes)
+      return bad("message stream of " + std::to_string(m.stream->size()) +
+                 " bytes exceeds ordering.max_stream_bytes (" + std::to_string(o_.ordering.max_stream_bytes) + ")");
     return std::nullopt;
   }
   if (!entity_gated(o_)) return std::nullopt;

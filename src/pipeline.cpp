@@ -8,6 +8,13 @@
 namespace idem::detail {
 
 std::optional<Decision> Pipeline::validate(const MessageView& m) const {
+  // Sizes the producer controls, checked under every guarantee.
+  if (m.payload && m.payload->size() > o_.max_payload_bytes)
+    return bad("message payload of " + std::to_string(m.payload->size()) + " bytes exceeds max_payload_bytes (" +
+               std::to_string(o_.max_payload_bytes) + ")");
+  if (m.event && m.event->size() > o_.max_event_bytes)
+    return bad("message event of " + std::to_string(m.event->size()) + " bytes exceeds max_event_bytes (" +
+               std::to_string(o_.max_event_bytes) + ")");
   if (!needs_dedup(o_.guarantee)) return std::nullopt;
   if (!m.id) return bad("message has no id (required by guarantee " + std::string(guarantee_name(o_.guarantee)) + ")");
   if (m.id->empty()) return bad("message id is empty");

@@ -98,6 +98,9 @@ Status validate_options(const ConsumerOptions& o, const ExtractorSet& x) {
     return invalid_argument("ConsumerOptions::backoff.max must be >= backoff.initial");
   if (o.store_retry_delay.count() < 0) return invalid_argument("ConsumerOptions::store_retry_delay must be >= 0 ms");
   if (o.max_id_bytes == 0) return invalid_argument("ConsumerOptions::max_id_bytes must be > 0");
+  if (o.max_event_bytes == 0) return invalid_argument("ConsumerOptions::max_event_bytes must be > 0");
+  if (o.max_payload_bytes == 0) return invalid_argument("ConsumerOptions::max_payload_bytes must be > 0");
+  if (o.ordering.max_stream_bytes == 0) return invalid_argument("ordering.max_stream_bytes must be > 0");
   if (o.broker_ack_timeout.count() < 0) return invalid_argument("ConsumerOptions::broker_ack_timeout must be >= 0 ms");
   if (o.purge_every > 0 && o.purge_batch == 0)
     return invalid_argument("ConsumerOptions::purge_batch must be > 0 when purge_every is set");

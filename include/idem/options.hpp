@@ -57,6 +57,8 @@ struct ConsumerOptions {
   Duration store_retry_delay{1000};      // ms; delay of retry / store_unavailable; 1 s
 
   std::size_t max_id_bytes = 512;            // longer ids are bad_message; default 512
+  std::size_t max_event_bytes = 512;         // longer events are bad_message; default 512
+  std::size_t max_payload_bytes = 64 << 20;  // larger payloads are bad_message; 64 MiB
   std::size_t max_result_bytes = 64 * 1024;  // larger results are not stored; 64 KiB
 
   ConflictPolicy on_conflict = ConflictPolicy::kDeadLetter;

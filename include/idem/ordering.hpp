@@ -47,12 +47,13 @@ struct OrderingOptions {
   std::uint64_t horizon = 100'000;
   Duration gap_timeout{60'000};  // ms; default 60 s; REQUIRES: > 0
   GapPolicy gap_policy = GapPolicy::kHold;
-  BufferLimits limits;                  // reorder buffer bounds (entity.hpp)
-  Duration buffer_full_delay{1000};     // ms; delay of retry / buffer_full; default 1 s
-  std::size_t max_key_bytes = 512;      // longer keys are bad_message; default 512
-  std::size_t drain_per_call = 1000;    // buffered messages run per drain before it yields
-                                        // to the next call or tick(); default 1000
-  std::size_t gap_report_keys = 10;     // keys whose gap ages the metrics report; default 10
+  BufferLimits limits;                 // reorder buffer bounds (entity.hpp)
+  Duration buffer_full_delay{1000};    // ms; delay of retry / buffer_full; default 1 s
+  std::size_t max_key_bytes = 512;     // longer keys are bad_message; default 512
+  std::size_t max_stream_bytes = 512;  // watermark: longer stream names are bad_message; 512
+  std::size_t drain_per_call = 1000;   // buffered messages run per drain before it yields
+                                       // to the next call or tick(); default 1000
+  std::size_t gap_report_keys = 10;    // keys whose gap ages the metrics report; default 10
 };
 
 // A message that left the reorder buffer (drained through the handler, dead-lettered,

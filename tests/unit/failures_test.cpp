@@ -206,6 +206,33 @@ TEST_F(ConsumerTest, IdLengthLimit) {
   EXPECT_DECISION(small.process(msg("abcde")), Action::kDeadLetter, Reason::kBadMessage);
 }
 
+TEST_F(ConsumerTest, PayloadLengthLimit) {
+  int calls = 0;
+  ConsumerOptions o = options();
+  ASSERT_EQ(o.max_payload_bytes, std::size_t{64} << 20);
+  o.max_payload_bytes = 16;
+  auto c = make(o, [&](const Msg&, HandlerContext&) {
+    ++calls;
+    return HandlerResult::ok();
+  });
+  EXPECT_DECISION(c.process(msg("a", std::string(16, 'p'))), Action::kAck, Reason::kProcessed);
+  Decision d = c.process(msg("b", std::string(17, 'p')));
+  EXPECT_DECISION(d, Action::kDeadLetter, Reason::kBadMessage);
+  EXPECT_NE(d.detail.find("max_payload_bytes"), std::string::npos) << d.detail;
+  EXPECT_EQ(calls, 1);
+  // Checked under at_least_once too, where nothing else is.
+  ConsumerOptions alo;
+  alo.guarantee = Guarantee::kAtLeastOnce;
+  alo.max_payload_bytes = 16;
+  auto plain = make(alo, [&](const Msg&, HandlerContext&) { return HandlerResult::ok(); });
+  EXPECT_DECISION(plain.process(msg("c", std::string(17, 'p'))), Action::kDeadLetter, Reason::kBadMessage);
+  ConsumerOptions zero = options();
+  zero.max_payload_bytes = 0;
+  EXPECT_FALSE(Consumer<Msg>::create(zero, all_extractors(), [](const Msg&, HandlerContext&) {
+                 return HandlerResult::ok();
+               }).ok());
+}
+
 TEST_F(ConsumerTest, BinaryIdsWork) {
   std::vector<std::string> seen;
   auto c = make(options(), [&](const Msg&, HandlerContext& ctx) {

@@ -255,6 +255,11 @@ TEST_F(OrderingTest, BadInputGetsAReason) {
   EXPECT_NE(expect_decision(c.process(versioned("d", "123456789", 1)), Action::kDeadLetter, Reason::kBadMessage)
                 .detail.find("max_key_bytes"),
             std::string::npos);
+  EntityMsg long_event = versioned("e", "k", 1);
+  long_event.event = std::string(o.max_event_bytes + 1, 'e');
+  EXPECT_NE(
+      expect_decision(c.process(long_event), Action::kDeadLetter, Reason::kBadMessage).detail.find("max_event_bytes"),
+      std::string::npos);
   EXPECT_TRUE(journal_.runs().empty());
 }
 
@@ -321,6 +326,20 @@ TEST_F(OrderingTest, WatermarkDropsPositionsAtOrBelowTheLargestAcked) {
   no_position.id = "x";
   no_position.stream = "p0";
   expect_decision(c.process(no_position), Action::kDeadLetter, Reason::kBadMessage);
+}
+
+TEST_F(OrderingTest, WatermarkStreamNamesHaveALimit) {
+  ConsumerOptions o;
+  o.guarantee = Guarantee::kAtLeastOnce;
+  o.clock = clock_;
+  o.ordering.mode = Ordering::kWatermark;
+  ASSERT_EQ(o.ordering.max_stream_bytes, 512u);
+  auto c = make(o);
+  expect_decision(c.process(positioned("a", std::string(512, 's'), 1)), Action::kAck, Reason::kProcessed);
+  const Decision d =
+      expect_decision(c.process(positioned("b", std::string(513, 's'), 1)), Action::kDeadLetter, Reason::kBadMessage);
+  EXPECT_NE(d.detail.find("max_stream_bytes"), std::string::npos) << d.detail;
+  EXPECT_EQ(journal_.runs().size(), 1u);
 }
 
 }  // namespace
