@@ -67,12 +67,18 @@ StatusOr<std::shared_ptr<Store>> open(const Options& o) {
   return std::shared_ptr<Store>(std::move(store));
 }
 
-StatusOr<std::shared_ptr<Store>> open(const StoreUri& u) {
+StatusOr<Options> parse_uri(const StoreUri& u) {
   if (Status s = u.check_params({"capacity", "fp", "window", "generations"}); !s.ok()) return s;
   Options o;
   if (Status s = parse_filter_params(u, o); !s.ok()) return s;
   o.snapshot_path = u.body;
-  return open(o);
+  return o;
+}
+
+StatusOr<std::shared_ptr<Store>> open(const StoreUri& u) {
+  auto o = parse_uri(u);
+  if (!o.ok()) return o.status();
+  return open(*o);
 }
 
 Status snapshot(Store& store) {

@@ -254,7 +254,7 @@ StatusOr<std::shared_ptr<Store>> open(const Options& o) {
   return std::shared_ptr<Store>(std::move(store));
 }
 
-StatusOr<std::shared_ptr<Store>> open(const StoreUri& u) {
+StatusOr<Options> parse_uri(const StoreUri& u) {
   if (Status s = u.check_params(
           {"sync", "block_cache_mib", "bloom_bits", "write_buffer_mib", "stripes", "entity_cache", "cf"});
       !s.ok())
@@ -285,7 +285,13 @@ StatusOr<std::shared_ptr<Store>> open(const StoreUri& u) {
       rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
     }
   }
-  return open(o);
+  return o;
+}
+
+StatusOr<std::shared_ptr<Store>> open(const StoreUri& u) {
+  auto o = parse_uri(u);
+  if (!o.ok()) return o.status();
+  return open(*o);
 }
 
 }  // namespace idem::rocksdb

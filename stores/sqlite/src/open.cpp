@@ -99,7 +99,7 @@ StatusOr<std::shared_ptr<Store>> open(const Options& options) {
   return open_connection(options);
 }
 
-StatusOr<std::shared_ptr<Store>> open(const StoreUri& uri) {
+StatusOr<Options> parse_uri(const StoreUri& uri) {
   if (Status s = uri.check_params({"leases", "busy_timeout_ms", "synchronous", "cache_mib"}); !s.ok()) return s;
   if (uri.body.empty()) return invalid_argument("sqlite: needs a path, e.g. sqlite:/var/lib/app/idem.db");
   Options o;
@@ -123,7 +123,13 @@ StatusOr<std::shared_ptr<Store>> open(const StoreUri& uri) {
   if (*cache == 0 || *cache > static_cast<std::uint64_t>(INT64_MAX / 1024))
     return invalid_argument("sqlite: cache_mib must be between 1 and " + std::to_string(INT64_MAX / 1024));
   o.cache_mib = static_cast<std::int64_t>(*cache);
-  return open(o);
+  return o;
+}
+
+StatusOr<std::shared_ptr<Store>> open(const StoreUri& uri) {
+  auto o = parse_uri(uri);
+  if (!o.ok()) return o.status();
+  return open(*o);
 }
 
 }  // namespace idem::sqlite

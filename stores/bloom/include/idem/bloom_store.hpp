@@ -77,6 +77,9 @@ StatusOr<std::shared_ptr<Store>> open(const Options& options);
 // a bad value, and open()'s errors.
 StatusOr<std::shared_ptr<Store>> open(const StoreUri& uri);
 
+// The Options of such a URI, without opening anything: open(uri) is open(parse_uri(uri)).
+StatusOr<Options> parse_uri(const StoreUri& uri);
+
 // Writes the snapshot now. Returns kFailedPrecondition without a snapshot_path,
 // kUnavailable if the file cannot be written (the previous one is then intact).
 Status snapshot(Store& store);

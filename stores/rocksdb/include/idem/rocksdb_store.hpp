@@ -96,6 +96,9 @@ StatusOr<std::shared_ptr<Store>> open(const Options& options);
 // a bad value, and open()'s errors.
 StatusOr<std::shared_ptr<Store>> open(const StoreUri& uri);
 
+// The Options of such a URI, without opening anything: open(uri) is open(parse_uri(uri)).
+StatusOr<Options> parse_uri(const StoreUri& uri);
+
 // Writes the handler adds to the commit's WriteBatch in transactional mode. They land
 // in the same atomic write as the dedup record, or not at all. Not thread-safe; valid
 // only while the handler runs.

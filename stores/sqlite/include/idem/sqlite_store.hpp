@@ -98,6 +98,9 @@ StatusOr<std::shared_ptr<Store>> open(const Options& options);
 // unknown parameter or a bad value, and open()'s errors.
 StatusOr<std::shared_ptr<Store>> open(const StoreUri& uri);
 
+// The Options of such a URI, without opening anything: open(uri) is open(parse_uri(uri)).
+StatusOr<Options> parse_uri(const StoreUri& uri);
+
 // The connection of the open transaction in transactional mode: the handler writes
 // its own tables through it (plain SQL, no BEGIN/COMMIT). Null if ctx carries no
 // SQLite transaction.
