@@ -5,6 +5,8 @@
 #include <charconv>
 #include <cstdint>
 #include <cstdlib>
+#include <optional>
+#include <vector>
 
 namespace idem {
 namespace {
@@ -19,19 +21,126 @@ StatusOr<std::string> percent_decode(std::string_view s) {
     }
     if (i + 2 >= s.size() || !std::isxdigit(static_cast<unsigned char>(s[i + 1])) ||
         !std::isxdigit(static_cast<unsigned char>(s[i + 2])))
-      return invalid_argument("store URI: bad %-escape at \"" + std::string(s.substr(i, 3)) + "\"");
+      // Not echoed: the escape may be part of a password.
+      return invalid_argument("store URI: a '%' is not followed by two hex digits (write '%' as %25)");
     out += static_cast<char>(std::stoi(std::string(s.substr(i + 1, 2)), nullptr, 16));
     i += 2;
   }
   return out;
 }
 
+// Where the password of a URI is written: [begin, end).
+struct Span {
+  std::size_t begin = 0;
+  std::size_t end = 0;
+};
+
+// The body of uri (between the scheme's ':' and the '?') percent-decoded as
+// StoreUri::parse decodes it, with the offset in uri of each decoded byte (and of the
+// body's end), so that a password found in the decoded body is found where it is
+// written.
+struct DecodedBody {
+  std::string text;
+  std::vector<std::size_t> offset;  // text.size() + 1 entries
+};
+
+DecodedBody decoded_body(std::string_view uri, std::size_t start) {
+  const std::string_view rest = uri.substr(start);
+  const std::string_view body = rest.substr(0, rest.find('?'));
+  DecodedBody d;
+  for (std::size_t i = 0; i < body.size(); ++i) {
+    d.offset.push_back(start + i);
+    if (body[i] == '%' && i + 2 < body.size() && std::isxdigit(static_cast<unsigned char>(body[i + 1])) &&
+        std::isxdigit(static_cast<unsigned char>(body[i + 2]))) {
+      d.text += static_cast<char>(std::stoi(std::string(body.substr(i + 1, 2)), nullptr, 16));
+      i += 2;
+    } else {
+      d.text += body[i];
+    }
+  }
+  d.offset.push_back(start + body.size());
+  return d;
+}
+
+// The password as the redis:// and redis-stream:// parsers read it, in the decoded
+// body "//…": the user part "USER:PASSWORD@" or "PASSWORD@" up to the last '@'. Without
+// an '@', "//USER:PASSWORD/…" whose '@' was forgotten reads as HOST:PORT with a port
+// that is not a number: everything after the first ':' of such a first server is taken
+// for a password ("[::1]:6379" and "host:6379" have none). Indexes into d.text.
+std::optional<Span> password_in(std::string_view d) {
+  if (d.substr(0, 2) != "//") return std::nullopt;  // no authority: a path
+  if (const std::size_t at = d.rfind('@'); at != std::string_view::npos && at >= 2) {
+    const std::size_t colon = d.substr(2, at - 2).find(':');
+    return Span{colon == std::string_view::npos ? 2 : 2 + colon + 1, at};
+  }
+  const std::size_t slash = d.find('/', 2);
+  std::string_view server = d.substr(2, slash == std::string_view::npos ? std::string_view::npos : slash - 2);
+  server = server.substr(0, server.find(','));
+  const std::size_t first = server.find(':');
+  if (first == std::string_view::npos) return std::nullopt;
+  const std::string_view port = server.substr(server.rfind(':') + 1);
+  if (!port.empty() && std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return std::nullopt;
+  return Span{2 + first + 1, 2 + server.size()};
+}
+
+// The password where the parsers read it (after the scheme's ':', decoded), else
+// after the first "//" as written (a URI without a scheme, or a mistyped one).
+std::optional<Span> password_span(std::string_view uri) {
+  if (const std::size_t colon = uri.find(':'); colon != std::string_view::npos) {
+    const DecodedBody d = decoded_body(uri, colon + 1);
+    if (const auto p = password_in(d.text)) return Span{d.offset[p->begin], d.offset[p->end]};
+  }
+  const std::string_view head = uri.substr(0, uri.find('?'));
+  const std::size_t slashes = head.find("//");
+  if (slashes == std::string_view::npos) return std::nullopt;
+  const auto p = password_in(head.substr(slashes));
+  if (!p) return std::nullopt;
+  return Span{slashes + p->begin, slashes + p->end};
+}
+
+void replace_all(std::string& text, std::string_view what, std::string_view with) {
+  if (what.empty()) return;
+  for (std::size_t pos = text.find(what); pos != std::string::npos; pos = text.find(what, pos + with.size()))
+    text.replace(pos, what.size(), with);
+}
+
 }  // namespace
+
+std::string redact_uri(std::string_view uri) {
+  const auto p = password_span(uri);
+  if (!p) return std::string(uri);
+  return std::string(uri.substr(0, p->begin)) + "***" + std::string(uri.substr(p->end));
+}
+
+std::string scrub_secrets(std::string_view message, std::string_view uri) {
+  std::string out(message);
+  const auto p = password_span(uri);
+  if (!p) return out;
+  replace_all(out, uri, redact_uri(uri));
+  const std::string_view password = uri.substr(p->begin, p->end - p->begin);
+  std::vector<std::string> secrets{std::string(password)};
+  // As decoded by the parsers; a bad escape is left as written.
+  std::string decoded;
+  for (std::size_t i = 0; i < password.size(); ++i) {
+    if (password[i] == '%' && i + 2 < password.size() && std::isxdigit(static_cast<unsigned char>(password[i + 1])) &&
+        std::isxdigit(static_cast<unsigned char>(password[i + 2]))) {
+      decoded += static_cast<char>(std::stoi(std::string(password.substr(i + 1, 2)), nullptr, 16));
+      i += 2;
+    } else {
+      decoded += password[i];
+    }
+  }
+  secrets.push_back(std::move(decoded));
+  std::sort(secrets.begin(), secrets.end(), [](const auto& a, const auto& b) { return a.size() > b.size(); });
+  for (const std::string& s : secrets) replace_all(out, s, "***");
+  return out;
+}
 
 StatusOr<StoreUri> StoreUri::parse(std::string_view uri) {
   const auto colon = uri.find(':');
   if (colon == std::string_view::npos || colon == 0)
-    return invalid_argument("store URI \"" + std::string(uri) +
+    return invalid_argument("store URI \"" + redact_uri(uri) +
                             "\" has no scheme; expected e.g. memory:, sqlite:PATH, rocksdb:PATH, redis://HOST:PORT");
   StoreUri u;
   u.scheme = std::string(uri.substr(0, colon));

@@ -128,7 +128,10 @@ StatusOr<std::shared_ptr<Store>> open_store(std::string_view uri) {
   auto u = StoreUri::parse(uri);
   if (!u.ok()) return u.status();
   std::string known;
-  return open_parsed(*u, known);
+  auto store = open_parsed(*u, known);
+  // A store may quote its path or server in an error; never the URI's password.
+  if (!store.ok()) return Status(store.status().code(), scrub_secrets(store.status().message(), uri));
+  return store;
 }
 
 }  // namespace idem

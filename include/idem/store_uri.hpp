@@ -36,4 +36,21 @@ struct StoreUri {
   StatusOr<double> param_double(std::string_view name, double fallback) const;
 };
 
+// URIs as idem prints them: never with their password. Every message of the library
+// and of the idem command that echoes a store or broker URI passes it through these.
+//
+// Returns uri with the password of its user part replaced by "***":
+// "redis://user:pw@host" → "redis://user:***@host", "redis://:pw@host" →
+// "redis://:***@host", "redis://pw@host" → "redis://***@host" (the whole user part is
+// the password, as redis-cli -u reads it). The user part runs from the "//" to the
+// last '@' (or percent-encoded "%40", which the parsers decode to '@') ahead of the
+// query. A URI without "//…@" (a path, such as "sqlite:/data/a@b.db") is returned as
+// is.
+std::string redact_uri(std::string_view uri);
+
+// Returns message with every occurrence of uri replaced by redact_uri(uri), and of
+// uri's password (as written and percent-decoded) replaced by "***": safe to print
+// whatever a store or broker put in its error about uri.
+std::string scrub_secrets(std::string_view message, std::string_view uri);
+
 }  // namespace idem

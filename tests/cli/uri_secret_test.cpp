@@ -1,11 +1,20 @@
-// Passwords in store URIs are never printed: redact_uri / scrub_secrets, and the idem
-// command's error lines.
+// Passwords in store and broker URIs are never printed: redact_uri / scrub_secrets,
+// open_store's and the broker parser's errors, and the idem command's output, for
+// every scheme, and against a real Redis server that refuses the password.
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "cli/cli_store.hpp"
-#include "store_uri_secret.hpp"
+#include "idem/open_store.hpp"
+#include "idem/store_uri.hpp"
+#ifdef IDEM_CLI_WITH_REDIS
+#include "support/redis_server.hpp"
+#endif
+#ifdef IDEM_CLI_WITH_BROKERS
+#include "idem/redis_stream_source.hpp"
+#endif
 
 namespace idem::cli {
 namespace {
@@ -17,6 +26,13 @@ TEST(UriSecret, ThePasswordOfTheUserPartIsHidden) {
   EXPECT_EQ(redact_uri("redis://alice:p@ss@host:1,other:2"), "redis://alice:***@host:1,other:2");
   EXPECT_EQ(redact_uri("redis://host:6379"), "redis://host:6379");
   EXPECT_EQ(redact_uri("sqlite:/data/a@b.db"), "sqlite:/data/a@b.db") << "a path has no user part";
+  EXPECT_EQ(redact_uri("redis://u:pw%40x@host:1"), "redis://u:***@host:1");
+  EXPECT_EQ(redact_uri("redis://u:pw%40host:1"), "redis://u:***%40host:1") << "%40 decodes to '@'";
+  EXPECT_EQ(redact_uri("redis:%2F%2Fu:pw@host:1"), "redis:%2F%2Fu:***@host:1") << "as the parser decodes it";
+  EXPECT_EQ(redact_uri("//u:pw@host:1"), "//u:***@host:1") << "no scheme";
+  EXPECT_EQ(redact_uri("redis://[::1]:6379/0"), "redis://[::1]:6379/0");
+  EXPECT_EQ(redact_uri("redis://u:secret/0"), "redis://u:***/0") << "a user part whose '@' was forgotten";
+  EXPECT_EQ(redact_uri("redis-stream://u:secret@h:1/s?group=g"), "redis-stream://u:***@h:1/s?group=g");
 }
 
 TEST(UriSecret, MessagesLoseTheUriPasswordAsWrittenAndDecoded) {
@@ -26,7 +42,121 @@ TEST(UriSecret, MessagesLoseTheUriPasswordAsWrittenAndDecoded) {
   EXPECT_EQ(scrub_secrets("no secret here", "redis://host:1"), "no secret here");
 }
 
+// Every scheme, written with a password and made to fail (a bad parameter, a path that
+// cannot be created, a server that is not there, a mistyped URI).
+const std::vector<std::string>& failing_uris() {
+  static const std::vector<std::string> uris = {
+      "//u:hunter2@nowhere",
+      "memory://u:hunter2@x?bogus=1",
+      "sqlite://u:hunter2@/nonexistent-idem-dir/a/b.db",
+      "sqlite://u:hunter2@/tmp/x.db?leases=hunter2",
+      "rocksdb://u:hunter2@/nonexistent-idem-dir/a/b",
+      "bloom://u:hunter2@/nonexistent-idem-dir/a/snap?capacity=0",
+      "bloom+sqlite://u:hunter2@/nonexistent-idem-dir/a/b.db",
+      "bloom+rocksdb://u:hunter2@/nonexistent-idem-dir/a/b",
+      "redis://u:hunter2@127.0.0.1:1/0",
+      "redis://hunter2@127.0.0.1:1",
+      "redis://:hunt%65r2@127.0.0.1:1",
+      "redis://u:hunter2@127.0.0.1:1/0?bogus=1",
+      "redis://u:hunter2@127.0.0.1:1/x",
+      "redis://u:hunter2/0",
+      "redis://u:hunter2@127.0.0.1:1%zz",
+      "REDIS://U:hunter2@127.0.0.1:1",
+  };
+  return uris;
+}
+
+bool leaks(const std::string& text) {
+  return text.find("hunter2") != std::string::npos || text.find("hunt%65r2") != std::string::npos;
+}
+
+TEST(UriSecret, OpenStoreErrorsNeverCarryThePassword) {
+  for (const std::string& uri : failing_uris()) {
+    auto store = open_store(uri);
+    ASSERT_FALSE(store.ok()) << uri;
+    EXPECT_FALSE(leaks(store.status().to_string())) << store.status().to_string();
+  }
+}
+
+#ifdef IDEM_CLI_WITH_BROKERS
+TEST(UriSecret, BrokerUriErrorsNeverCarryThePassword) {
+  for (const std::string uri : {"redis-stream://u:hunter2@127.0.0.1:x/s?group=g", "redis-stream://u:hunter2/s?group=g",
+                                "redis-stream://u:hunter2@h:1/s?group=g&bogus=1", "redis-stream://hunter2@h:1",
+                                "redis-stream://u:hunter2@h:1%z"}) {
+    auto o = redis_streams::parse_uri(uri);
+    ASSERT_FALSE(o.ok()) << uri;
+    EXPECT_FALSE(leaks(o.status().to_string())) << o.status().to_string();
+  }
+}
+#endif
+
+TEST(UriSecret, NoCommandPrintsThePasswordOfAnyScheme) {
+  using testing::run_idem;
+  const testing::TempDir dir;
+  const std::string trace_file = dir.write("trace.jsonl", "{\"id\":\"a\"}\n");
+  for (const std::string& uri : failing_uris()) {
+    for (const testing::Lines& args :
+         {testing::Lines{"replay", "--store", uri, trace_file}, testing::Lines{"inspect", "--store", uri},
+          testing::Lines{"purge", "--store", uri, "--expired"}}) {
+      const testing::RunResult r = run_idem(args);
+      EXPECT_NE(r.exit_code, 0) << uri;
+      EXPECT_FALSE(leaks(r.err)) << r.err;
+      EXPECT_FALSE(leaks(r.out)) << r.out;
+    }
+  }
+#ifdef IDEM_CLI_WITH_BROKERS
+  for (const std::string source :
+       {"redis-stream://u:hunter2@127.0.0.1:1/s?group=g", "redis-stream://u:hunter2@127.0.0.1:x/s?group=g",
+        "redis-stream://u:hunter2/s?group=g", "redis-stream://u:hunter2@127.0.0.1:1/s?group=g&bogus=1"}) {
+    for (const testing::Lines& args :
+         {testing::Lines{"consume", "--source", source, "--store", "memory:"},
+          testing::Lines{"consume", "--source", source, "--store", "redis://u:hunter2@127.0.0.1:1"},
+          testing::Lines{"publish", "--to", source, trace_file}}) {
+      const testing::RunResult r = run_idem(args);
+      EXPECT_NE(r.exit_code, 0) << source;
+      EXPECT_FALSE(leaks(r.err)) << r.err;
+      EXPECT_FALSE(leaks(r.out)) << r.out;
+    }
+  }
+#endif
+}
+
 #ifdef IDEM_CLI_WITH_REDIS
+// A real server that refuses the password: its error reaches the user, the password
+// does not. The right password works and is not printed either.
+TEST(UriSecret, ARealServerRefusingThePasswordDoesNotMakeItPrinted) {
+  using testing::run_idem;
+  redis_test::ServerConfig config;
+  config.password = "right-hunter2";
+  auto server = redis_test::RedisServer::start(config);
+  ASSERT_TRUE(server.ok()) << server.status().to_string();
+  const std::string at = "127.0.0.1:" + std::to_string((*server)->port());
+  const testing::TempDir dir;
+  const std::string trace_file = dir.write("trace.jsonl", "{\"id\":\"a\"}\n");
+  for (const std::string& uri : {"redis://u:wrong-hunter2@" + at, "redis://wrong-hunter2@" + at + "/0"}) {
+    const testing::RunResult r = run_idem({"replay", "--store", uri, trace_file});
+    EXPECT_NE(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.err.find("WRONGPASS"), std::string::npos) << r.err;
+    EXPECT_FALSE(leaks(r.err)) << r.err;
+  }
+  const testing::RunResult ok = run_idem({"replay", "--store", "redis://right-hunter2@" + at, trace_file});
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_FALSE(leaks(ok.err + ok.out)) << ok.err << ok.out;
+  const testing::RunResult shown = run_idem({"inspect", "--store", "redis://right-hunter2@" + at});
+  EXPECT_EQ(shown.exit_code, 0) << shown.err;
+  EXPECT_FALSE(leaks(shown.err + shown.out)) << shown.out;
+#ifdef IDEM_CLI_WITH_BROKERS
+  const std::string source = "redis-stream://wrong-hunter2@" + at + "/s?group=g";
+  for (const testing::Lines& args : {testing::Lines{"consume", "--source", source, "--store", "memory:"},
+                                     testing::Lines{"publish", "--to", source, trace_file}}) {
+    const testing::RunResult r = run_idem(args);
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_NE(r.err.find("WRONGPASS"), std::string::npos) << r.err;
+    EXPECT_FALSE(leaks(r.err + r.out)) << r.err;
+  }
+#endif
+}
+
 TEST(UriSecret, TheCommandsNeverPrintAPassword) {
   using testing::run_idem;
   // Nothing listens on port 1: every command fails to connect and says so.

@@ -20,7 +20,6 @@
 #include "idem/consumer.hpp"
 #include "idem/runtime.hpp"
 #include "idem/store_uri.hpp"
-#include "store_uri_secret.hpp"
 #include "trace_line.hpp"
 
 namespace idem::cli {
@@ -112,9 +111,10 @@ int run_consume(const ConsumeArgs& a) {
   if (!settings) return kExitUsage;
   auto source = open_source(a.source, SourceSettings{.lease = settings->lease});
   if (!source.ok() && source.status().code() == StatusCode::kInvalidArgument) {
-    return fail(kExitUsage, "--source: " + source.status().message());
+    return fail(kExitUsage, scrub_secrets("--source: " + source.status().message(), a.source));
   }
-  if (!source.ok()) return fail(kExitFailure, "cannot open source: " + source.status().to_string());
+  if (!source.ok())
+    return fail(kExitFailure, scrub_secrets("cannot open source: " + source.status().to_string(), a.source));
 
   ConsumerOptions o = consumer_options_from(*settings);
   std::string error, db_path, pg_table;

@@ -8,8 +8,8 @@
 
 #include "commands.hpp"
 #include "exit_codes.hpp"
+#include "idem/store_uri.hpp"
 #include "operator_session.hpp"
-#include "store_uri_secret.hpp"
 
 namespace idem::cli {
 namespace {

@@ -12,6 +12,7 @@
 #include "brokers.hpp"
 #include "commands.hpp"
 #include "exit_codes.hpp"
+#include "idem/store_uri.hpp"
 
 namespace idem::cli {
 namespace {
@@ -69,8 +70,8 @@ int run_publish(const PublishArgs& a) {
   }
   auto p = open_publisher(a.to);
   if (!p.ok() && p.status().code() == StatusCode::kInvalidArgument)
-    return fail(kExitUsage, "--to: " + p.status().message());
-  if (!p.ok()) return fail(kExitFailure, p.status().to_string());
+    return fail(kExitUsage, scrub_secrets("--to: " + p.status().message(), a.to));
+  if (!p.ok()) return fail(kExitFailure, scrub_secrets(p.status().to_string(), a.to));
   return publish_all(**p, a.file == "-" ? std::cin : file, a.msg_id);
 }
 

@@ -99,14 +99,14 @@ namespace {
 StatusOr<Endpoint> parse_endpoint(std::string_view s) {
   const auto colon = s.rfind(':');
   if (colon == std::string_view::npos || colon == 0)
-    return invalid_argument("redis URI: \"" + std::string(s) + "\" is not HOST:PORT");
+    return invalid_argument("redis URI: a server is not HOST:PORT");  // not echoed: it may be a password
   Endpoint e;
   e.host = std::string(s.substr(0, colon));
   const std::string_view p = s.substr(colon + 1);
   unsigned port = 0;
   auto [end, ec] = std::from_chars(p.data(), p.data() + p.size(), port);
   if (ec != std::errc{} || end != p.data() + p.size() || port == 0 || port > 65535)
-    return invalid_argument("redis URI: bad port \"" + std::string(p) + "\"");
+    return invalid_argument("redis URI: a port is not a number in 1..65535");
   e.port = static_cast<std::uint16_t>(port);
   return e;
 }
