@@ -6,6 +6,7 @@
 #include "cluster/slot_map.hpp"
 #include "idem/open_store.hpp"
 #include "idem/redis_store.hpp"
+#include "redis_store_impl.hpp"
 
 namespace idem::redis {
 namespace {
@@ -14,7 +15,7 @@ using detail::Reply;
 
 TEST(RedisKeySlot, MatchesTheClusterSpec) {
   EXPECT_EQ(detail::crc16("123456789"), 0x31C3);  // the spec's test vector
-  EXPECT_EQ(detail::key_slot("foo"), 12182);        // CLUSTER KEYSLOT foo
+  EXPECT_EQ(detail::key_slot("foo"), 12182);      // CLUSTER KEYSLOT foo
   EXPECT_EQ(detail::key_slot("{user1000}.following"), detail::key_slot("{user1000}.followers"));
   EXPECT_EQ(detail::key_slot("{user1000}.following"), detail::key_slot("user1000"));
   EXPECT_EQ(detail::key_slot("foo{}{bar}"), detail::crc16("foo{}{bar}") % 16384) << "empty tag: whole key";
@@ -103,8 +104,9 @@ StatusOr<Options> parse(std::string_view uri) {
 }
 
 TEST(RedisUri, ParsesEveryPart) {
-  auto o = parse("redis://alice:p%40ss:w@127.0.0.1:6390/3?prefix=app%3Adedup%3A&connect_timeout_ms=250"
-                 "&command_timeout_ms=300&wait_replicas=1&wait_timeout_ms=40&pool_max_idle=4&expiry_slack_ms=7");
+  auto o = parse(
+      "redis://alice:p%40ss:w@127.0.0.1:6390/3?prefix=app%3Adedup%3A&connect_timeout_ms=250"
+      "&command_timeout_ms=300&wait_replicas=1&wait_timeout_ms=40&pool_max_idle=4&expiry_slack_ms=7");
   ASSERT_TRUE(o.ok()) << o.status().to_string();
   EXPECT_EQ(o->user, "alice");
   EXPECT_EQ(o->password, "p@ss:w");
@@ -133,16 +135,27 @@ TEST(RedisUri, ParsesEveryPart) {
 }
 
 TEST(RedisUri, BadUrisAreInvalidArguments) {
-  for (const char* bad : {"redis:host:1", "redis://", "redis://host", "redis://host:", "redis://host:0",
-                          "redis://host:70000", "redis://host:12x", "redis://host:1/x", "redis://host:1/-1",
-                          "redis://host:1?unknown=1", "redis://host:1?cluster=maybe", "redis://host:1?wait_replicas=-1",
-                          "redis://user:@host:1", "redis://:1"}) {
+  for (const char* bad :
+       {"redis:host:1", "redis://", "redis://host", "redis://host:", "redis://host:0", "redis://host:70000",
+        "redis://host:12x", "redis://host:1/x", "redis://host:1/-1", "redis://host:1?unknown=1",
+        "redis://host:1?cluster=maybe", "redis://host:1?wait_replicas=-1", "redis://user:@host:1", "redis://:1"}) {
     auto o = parse(bad);
     EXPECT_FALSE(o.ok()) << bad;
     if (!o.ok()) {
       EXPECT_EQ(o.status().code(), StatusCode::kInvalidArgument) << bad << ": " << o.status().to_string();
     }
   }
+}
+
+// Found by the store_records fuzz target: a bare "IDEMCORRUPT" error reply (no
+// message after the code) read past the reply's end.
+TEST(RedisReplies, ErrorRepliesOfAnyLengthAreStatuses) {
+  for (const std::string msg : {"IDEMCORRUPT", "IDEMCORRUPT ", "IDEMCORRUPT bad record", "", "WRONGTYPE", "OOM"}) {
+    const Status s = detail::error_status(msg, "idem:{k}");
+    EXPECT_FALSE(s.ok()) << msg;
+    EXPECT_NE(s.message().find("idem:{k}"), std::string::npos) << s.message();
+  }
+  EXPECT_EQ(detail::error_status("IDEMCORRUPT", "k").code(), StatusCode::kDataLoss);
 }
 
 TEST(RedisOpen, RejectsBadOptionsBeforeConnecting) {

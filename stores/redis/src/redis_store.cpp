@@ -98,7 +98,7 @@ Status error_status(std::string_view msg, const std::string& key) {
   auto starts = [&](std::string_view p) { return msg.substr(0, p.size()) == p; };
   if (starts("WRONGTYPE"))
     return data_loss(where + "holds a value of the wrong type (not an idem record): " + std::string(msg));
-  if (starts("IDEMCORRUPT")) return data_loss(where + std::string(msg.substr(12)));
+  if (starts("IDEMCORRUPT")) return data_loss(where + std::string(msg.substr(std::min<std::size_t>(12, msg.size()))));
   if (starts("LOADING") || starts("BUSY") || starts("MASTERDOWN") || starts("READONLY") || starts("CLUSTERDOWN") ||
       starts("TRYAGAIN") || starts("MOVED") || starts("ASK") || starts("NOREPLICAS"))
     return unavailable(where + std::string(msg));
