@@ -48,6 +48,7 @@ std::optional<DoneRecord> decode_done(std::string_view v) {
   if (r.kind != RecordKind::kCompleted && r.kind != RecordKind::kDeadLettered) return std::nullopt;
   r.expires_ms = get_le<std::int64_t>(v, 2);
   const auto flags = static_cast<unsigned char>(v[kHeader]);
+  if ((flags & ~(kHasFingerprint | kHasResult)) != 0) return std::nullopt;  // not written by this format
   std::size_t at = kHeader + 1;
   if (flags & kHasFingerprint) {
     if (v.size() < at + 8) return std::nullopt;
