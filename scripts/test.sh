@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Quick start, command 2: install what is missing, build, run the whole test suite in
 # an optimised build (RelWithDebInfo, what users run), then again under ASan+UBSan, then
-# its threaded parts under TSan. Each suite prints its time; CI allows 45 minutes on 2
-# CPUs for all three.
+# its threaded parts under TSan, then fuzzes every parser of outside input for 30 s per
+# target (scripts/fuzz.sh, clang, its own build tree). Each step prints its time; CI
+# allows 45 minutes on 2 CPUs for all of them.
 #   IDEM_TEST_SANITIZERS=0 scripts/test.sh   the optimised build only (local use)
+#   IDEM_TEST_FUZZ=0 scripts/test.sh         without the fuzzing step
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 idem_install_packages
@@ -37,5 +39,11 @@ if [[ "${IDEM_TEST_SANITIZERS:-1}" != 0 ]]; then
     -DIDEM_BUILD_TOOLS=OFF -DIDEM_WITH_ROCKSDB=OFF -DIDEM_WITH_BLOOM=OFF -DIDEM_WITH_REDIS=OFF \
     -DIDEM_WITH_REDIS_STREAMS=OFF -DIDEM_WITH_RABBITMQ=OFF -DIDEM_WITH_NATS=OFF -DIDEM_WITH_KAFKA=OFF \
     -DIDEM_WITH_STATEMACHINE=ON
+fi
+if [[ "${IDEM_TEST_FUZZ:-1}" != 0 ]]; then
+  fuzz_start=$SECONDS
+  echo "== idem tests: fuzz (30 s per target) =="
+  "$IDEM_ROOT/scripts/fuzz.sh"
+  echo "== idem tests: fuzz passed in $((SECONDS - fuzz_start)) s =="
 fi
 echo "== idem tests: all suites passed in $((SECONDS - start)) s =="
