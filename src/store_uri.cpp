@@ -84,19 +84,46 @@ std::optional<Span> password_in(std::string_view d) {
   return Span{2 + first + 1, 2 + server.size()};
 }
 
-// The password where the parsers read it (after the scheme's ':', decoded), else
-// after the first "//" as written (a URI without a scheme, or a mistyped one).
-std::optional<Span> password_span(std::string_view uri) {
+// Where the password may be written: where the parsers that decode first read it
+// (redis://, redis-stream://: after the scheme's ':', decoded), and where those that
+// split first read it (amqp://, or a URI without a scheme: after the first "//", as
+// written). Both are redacted.
+std::vector<Span> password_spans(std::string_view uri) {
+  std::vector<Span> spans;
   if (const std::size_t colon = uri.find(':'); colon != std::string_view::npos) {
     const DecodedBody d = decoded_body(uri, colon + 1);
-    if (const auto p = password_in(d.text)) return Span{d.offset[p->begin], d.offset[p->end]};
+    if (const auto p = password_in(d.text)) spans.push_back({d.offset[p->begin], d.offset[p->end]});
   }
   const std::string_view head = uri.substr(0, uri.find('?'));
-  const std::size_t slashes = head.find("//");
-  if (slashes == std::string_view::npos) return std::nullopt;
-  const auto p = password_in(head.substr(slashes));
-  if (!p) return std::nullopt;
-  return Span{slashes + p->begin, slashes + p->end};
+  if (const std::size_t slashes = head.find("//"); slashes != std::string_view::npos) {
+    if (const auto p = password_in(head.substr(slashes))) spans.push_back({slashes + p->begin, slashes + p->end});
+  }
+  return spans;
+}
+
+// The smallest span that covers every span in `spans`. REQUIRES: !spans.empty().
+Span covering(const std::vector<Span>& spans) {
+  Span all = spans.front();
+  for (const Span& s : spans) {
+    all.begin = std::min(all.begin, s.begin);
+    all.end = std::max(all.end, s.end);
+  }
+  return all;
+}
+
+// text with its %XX escapes decoded; a bad escape is left as written.
+std::string lenient_decode(std::string_view text) {
+  std::string out;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '%' && i + 2 < text.size() && std::isxdigit(static_cast<unsigned char>(text[i + 1])) &&
+        std::isxdigit(static_cast<unsigned char>(text[i + 2]))) {
+      out += static_cast<char>(std::stoi(std::string(text.substr(i + 1, 2)), nullptr, 16));
+      i += 2;
+    } else {
+      out += text[i];
+    }
+  }
+  return out;
 }
 
 void replace_all(std::string& text, std::string_view what, std::string_view with) {
@@ -108,30 +135,24 @@ void replace_all(std::string& text, std::string_view what, std::string_view with
 }  // namespace
 
 std::string redact_uri(std::string_view uri) {
-  const auto p = password_span(uri);
-  if (!p) return std::string(uri);
-  return std::string(uri.substr(0, p->begin)) + "***" + std::string(uri.substr(p->end));
+  const std::vector<Span> spans = password_spans(uri);
+  if (spans.empty()) return std::string(uri);
+  const Span p = covering(spans);
+  return std::string(uri.substr(0, p.begin)) + "***" + std::string(uri.substr(p.end));
 }
 
 std::string scrub_secrets(std::string_view message, std::string_view uri) {
   std::string out(message);
-  const auto p = password_span(uri);
-  if (!p) return out;
+  const std::vector<Span> spans = password_spans(uri);
+  if (spans.empty()) return out;
   replace_all(out, uri, redact_uri(uri));
-  const std::string_view password = uri.substr(p->begin, p->end - p->begin);
-  std::vector<std::string> secrets{std::string(password)};
-  // As decoded by the parsers; a bad escape is left as written.
-  std::string decoded;
-  for (std::size_t i = 0; i < password.size(); ++i) {
-    if (password[i] == '%' && i + 2 < password.size() && std::isxdigit(static_cast<unsigned char>(password[i + 1])) &&
-        std::isxdigit(static_cast<unsigned char>(password[i + 2]))) {
-      decoded += static_cast<char>(std::stoi(std::string(password.substr(i + 1, 2)), nullptr, 16));
-      i += 2;
-    } else {
-      decoded += password[i];
-    }
+  // Each password as written and as decoded, longest first.
+  std::vector<std::string> secrets;
+  for (const Span& s : spans) {
+    const std::string_view written = uri.substr(s.begin, s.end - s.begin);
+    secrets.emplace_back(written);
+    secrets.push_back(lenient_decode(written));
   }
-  secrets.push_back(std::move(decoded));
   std::sort(secrets.begin(), secrets.end(), [](const auto& a, const auto& b) { return a.size() > b.size(); });
   for (const std::string& s : secrets) replace_all(out, s, "***");
   return out;

@@ -15,6 +15,9 @@
 #ifdef IDEM_CLI_WITH_BROKERS
 #include "idem/redis_stream_source.hpp"
 #endif
+#ifdef IDEM_CLI_WITH_RABBITMQ
+#include "idem/rabbitmq_source.hpp"
+#endif
 
 namespace idem::cli {
 namespace {
@@ -90,6 +93,18 @@ TEST(UriSecret, BrokerUriErrorsNeverCarryThePassword) {
 }
 #endif
 
+#ifdef IDEM_CLI_WITH_RABBITMQ
+TEST(UriSecret, AmqpUriErrorsNeverCarryThePassword) {
+  for (const std::string uri :
+       {"amqp://u:hunter2@127.0.0.1:x/v?queue=q", "amqp://u:hunter2/v?queue=q", "amqp://u:hunter2@h?queue=q&bogus=1",
+        "amqp://u:hunter2@h", "amqp://u:hunter2@h?queue=q&prefetch=hunter2", "amqp://u:hunter2%zz@h?queue=q"}) {
+    auto o = rabbitmq::parse_uri(uri);
+    ASSERT_FALSE(o.ok()) << uri;
+    EXPECT_FALSE(leaks(o.status().to_string())) << o.status().to_string();
+  }
+}
+#endif
+
 TEST(UriSecret, NoCommandPrintsThePasswordOfAnyScheme) {
   using testing::run_idem;
   const testing::TempDir dir;
@@ -105,9 +120,16 @@ TEST(UriSecret, NoCommandPrintsThePasswordOfAnyScheme) {
     }
   }
 #ifdef IDEM_CLI_WITH_BROKERS
-  for (const std::string source :
-       {"redis-stream://u:hunter2@127.0.0.1:1/s?group=g", "redis-stream://u:hunter2@127.0.0.1:x/s?group=g",
-        "redis-stream://u:hunter2/s?group=g", "redis-stream://u:hunter2@127.0.0.1:1/s?group=g&bogus=1"}) {
+  for (const std::string source : {
+           "redis-stream://u:hunter2@127.0.0.1:1/s?group=g",
+           "redis-stream://u:hunter2@127.0.0.1:x/s?group=g",
+           "redis-stream://u:hunter2/s?group=g",
+           "redis-stream://u:hunter2@127.0.0.1:1/s?group=g&bogus=1",
+#ifdef IDEM_CLI_WITH_RABBITMQ
+           "amqp://u:hunter2@127.0.0.1:1/v?queue=q",
+           "amqp://u:hunter2/v?queue=q",
+#endif
+       }) {
     for (const testing::Lines& args :
          {testing::Lines{"consume", "--source", source, "--store", "memory:"},
           testing::Lines{"consume", "--source", source, "--store", "redis://u:hunter2@127.0.0.1:1"},

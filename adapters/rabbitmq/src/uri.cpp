@@ -58,7 +58,7 @@ Status take_host_port(std::string_view hostport, Options& o) {
   unsigned port = 0;
   auto [end, ec] = std::from_chars(p.data(), p.data() + p.size(), port);
   if (ec != std::errc{} || end != p.data() + p.size() || port == 0 || port > 65535) {
-    return bad("bad port \"" + std::string(p) + "\"");
+    return bad("the port is not a number in 1..65535");  // not echoed: without an '@' it may be a password
   }
   o.port = static_cast<std::uint16_t>(port);
   return ok_status();
@@ -82,9 +82,8 @@ Status take_params(const StoreUri& u, Options& o) {
   return ok_status();
 }
 
-}  // namespace
-
-StatusOr<Options> parse_uri(std::string_view uri) {
+// parse_uri() before its errors lose the URI's password.
+StatusOr<Options> parse_uri_unscrubbed(std::string_view uri) {
   constexpr std::string_view kScheme = "amqp://";
   if (uri.substr(0, kScheme.size()) != kScheme) return bad("want amqp://USER:PASSWORD@HOST:PORT/VHOST?queue=Q");
   const auto q = uri.find('?');
@@ -101,6 +100,14 @@ StatusOr<Options> parse_uri(std::string_view uri) {
     if (!decode(rest.substr(slash + 1), &o.vhost)) return bad("bad %-escape in the vhost");
   }
   if (Status s = take_params(*u, o); !s.ok()) return s;
+  return o;
+}
+
+}  // namespace
+
+StatusOr<Options> parse_uri(std::string_view uri) {
+  auto o = parse_uri_unscrubbed(uri);
+  if (!o.ok()) return Status(o.status().code(), scrub_secrets(o.status().message(), uri));
   return o;
 }
 
