@@ -8,11 +8,14 @@
 //        appended by the harness (6), to reach the structure behind the checksum.
 //   7    a Redis script answer (a reply tree built from the bytes) through the
 //        decoders of claim, commit and error replies.
+//   8    a reorder-buffer entry's frame as every store hands it back to the consumer
+//        (src/buffer_frame.hpp): it unframes or is refused, and frames back the same.
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
 
+#include "buffer_frame.hpp"
 #include "entity_record.hpp"
 #include "fuzz_support.hpp"
 #include "generations.hpp"
@@ -132,17 +135,24 @@ void redis_answer(std::string_view in) {
   (void)rs::error_status(r.str, key);
 }
 
+void buffer_frame(std::string_view in) {
+  const auto f = idem::detail::unframe_buffered(in);
+  if (f) IDEM_FUZZ_CHECK(idem::detail::frame_buffered(f->event, f->message) == in);
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size == 0) return 0;
-  const unsigned mode = data[0] % 8;
+  const unsigned mode = data[0] % 9;
   const std::string_view in(reinterpret_cast<const char*>(data) + 1, size - 1);
   if (mode <= 4)
     rocksdb_value(mode, in);
   else if (mode <= 6)
     bloom_snapshot(std::string(in), mode == 6);
-  else
+  else if (mode == 7)
     redis_answer(in);
+  else
+    buffer_frame(in);
   return 0;
 }
