@@ -1,6 +1,7 @@
 // Fuzz target: store and broker URIs of every scheme — StoreUri::parse, each store's
 // parse_uri (memory:, sqlite:, rocksdb:, bloom:, bloom+…:, redis://), the Redis
-// Streams adapter's redis-stream:// and the RabbitMQ adapter's amqp:// parsers.
+// Streams adapter's redis-stream://, the RabbitMQ adapter's amqp:// and the NATS
+// adapter's nats:// parsers.
 // Nothing is opened or connected. Any text parses or gets a message; a password a
 // parser accepts never survives redact_uri().
 #include <cstddef>
@@ -13,6 +14,9 @@
 #include "idem/memory_store.hpp"
 #ifdef IDEM_FUZZ_WITH_RABBITMQ
 #include "idem/rabbitmq_source.hpp"
+#endif
+#ifdef IDEM_FUZZ_WITH_NATS
+#include "idem/nats_source.hpp"
 #endif
 #include "idem/redis_store.hpp"
 #include "idem/redis_stream_source.hpp"
@@ -81,6 +85,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   expect_parsed_or_message(amqp);
   // Without a user part the adapter's default credentials stand: not from the URI.
   if (amqp.ok() && amqp->password != idem::rabbitmq::Options{}.password) check_redacted(uri, amqp->password);
+#endif
+#ifdef IDEM_FUZZ_WITH_NATS
+  auto nats = idem::nats::parse_uri(uri);
+  expect_parsed_or_message(nats);
+  if (nats.ok()) check_redacted(uri, nats->password);
 #endif
 
   auto u = idem::StoreUri::parse(uri);

@@ -18,6 +18,9 @@
 #ifdef IDEM_CLI_WITH_RABBITMQ
 #include "idem/rabbitmq_source.hpp"
 #endif
+#ifdef IDEM_CLI_WITH_NATS
+#include "idem/nats_source.hpp"
+#endif
 
 namespace idem::cli {
 namespace {
@@ -105,6 +108,19 @@ TEST(UriSecret, AmqpUriErrorsNeverCarryThePassword) {
 }
 #endif
 
+#ifdef IDEM_CLI_WITH_NATS
+TEST(UriSecret, NatsUriErrorsNeverCarryThePassword) {
+  for (const std::string uri :
+       {"nats://u:hunter2@127.0.0.1:x?stream=s", "nats://u:hunter2?stream=s", "nats://u:hunter2@h:1?stream=s&bogus=1",
+        "nats://u:hunter2@h:1", "nats://u:hunter2@h:1/path?stream=s",
+        "nats://u:hunter2@h:1?stream=s&max_ack_pending=0"}) {
+    auto o = nats::parse_uri(uri);
+    ASSERT_FALSE(o.ok()) << uri;
+    EXPECT_FALSE(leaks(o.status().to_string())) << o.status().to_string();
+  }
+}
+#endif
+
 TEST(UriSecret, NoCommandPrintsThePasswordOfAnyScheme) {
   using testing::run_idem;
   const testing::TempDir dir;
@@ -128,6 +144,10 @@ TEST(UriSecret, NoCommandPrintsThePasswordOfAnyScheme) {
 #ifdef IDEM_CLI_WITH_RABBITMQ
            "amqp://u:hunter2@127.0.0.1:1/v?queue=q",
            "amqp://u:hunter2/v?queue=q",
+#endif
+#ifdef IDEM_CLI_WITH_NATS
+           "nats://u:hunter2@127.0.0.1:1?stream=s",
+           "nats://u:hunter2?stream=s",
 #endif
        }) {
     for (const testing::Lines& args :

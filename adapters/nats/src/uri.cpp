@@ -25,13 +25,14 @@ Status take_userinfo(std::string_view& rest, Options& o) {
 
 Status take_host_port(std::string_view hostport, Options& o) {
   const auto colon = hostport.rfind(':');
-  if (colon == std::string_view::npos || colon == 0) return bad("\"" + std::string(hostport) + "\" is not HOST:PORT");
+  // The text is not echoed: without an '@' it may be a password.
+  if (colon == std::string_view::npos || colon == 0) return bad("the server is not HOST:PORT");
   o.host = std::string(hostport.substr(0, colon));
   const std::string_view p = hostport.substr(colon + 1);
   unsigned port = 0;
   auto [end, ec] = std::from_chars(p.data(), p.data() + p.size(), port);
   if (ec != std::errc{} || end != p.data() + p.size() || port == 0 || port > 65535) {
-    return bad("bad port \"" + std::string(p) + "\"");
+    return bad("the port is not a number in 1..65535");
   }
   o.port = static_cast<std::uint16_t>(port);
   return ok_status();
@@ -60,9 +61,8 @@ Status take_params(const StoreUri& u, Options& o) {
   return ok_status();
 }
 
-}  // namespace
-
-StatusOr<Options> parse_uri(std::string_view uri) {
+// parse_uri() before its errors lose the URI's password.
+StatusOr<Options> parse_uri_unscrubbed(std::string_view uri) {
   auto u = StoreUri::parse(uri);
   if (!u.ok()) return bad("not a URI (want nats://HOST:PORT?stream=S&durable=D)");
   if (u->scheme != "nats") return bad("scheme must be nats://");
@@ -75,6 +75,14 @@ StatusOr<Options> parse_uri(std::string_view uri) {
   if (rest.find('/') != std::string_view::npos) return bad("no path after HOST:PORT (name the stream with ?stream=)");
   if (Status s = take_host_port(rest, o); !s.ok()) return s;
   if (Status s = take_params(*u, o); !s.ok()) return s;
+  return o;
+}
+
+}  // namespace
+
+StatusOr<Options> parse_uri(std::string_view uri) {
+  auto o = parse_uri_unscrubbed(uri);
+  if (!o.ok()) return Status(o.status().code(), scrub_secrets(o.status().message(), uri));
   return o;
 }
 
