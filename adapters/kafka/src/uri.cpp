@@ -54,7 +54,10 @@ Status take_params(const StoreUri& u, Options& o) {
 
 }  // namespace
 
-StatusOr<Options> parse_uri(std::string_view uri) {
+namespace {
+
+// parse_uri() before its errors lose a password written into the URI.
+StatusOr<Options> parse_uri_unscrubbed(std::string_view uri) {
   auto u = StoreUri::parse(uri);
   if (!u.ok()) return bad("not a URI (want kafka://HOST:PORT/TOPIC?group=G)");
   if (u->scheme != "kafka") return bad("scheme must be kafka://");
@@ -69,6 +72,14 @@ StatusOr<Options> parse_uri(std::string_view uri) {
   o.topic = std::string(rest.substr(slash + 1));
   if (o.topic.find('/') != std::string::npos) return bad("a topic name has no '/'");
   if (Status s = take_params(*u, o); !s.ok()) return s;
+  return o;
+}
+
+}  // namespace
+
+StatusOr<Options> parse_uri(std::string_view uri) {
+  auto o = parse_uri_unscrubbed(uri);
+  if (!o.ok()) return Status(o.status().code(), scrub_secrets(o.status().message(), uri));
   return o;
 }
 
