@@ -101,7 +101,9 @@ TEST_P(StoreConformance, HostileIdsOwnersAndResultsRoundTripByteExact) {
   }
   // An id none of them wrote is new (a probabilistic store may answer a false positive).
   const bool fresh = claim_new("fresh", "A", t0);
-  if (!caps().probabilistic) EXPECT_TRUE(fresh);
+  if (!caps().probabilistic) {
+    EXPECT_TRUE(fresh);
+  }
 }
 
 TEST_P(StoreConformance, HostileEntityKeysStatesAndBufferedMessagesRoundTripByteExact) {
