@@ -4,7 +4,8 @@
 // store — mostly mid-stream, one kill in eight during its start-up — then run to the
 // end. A second run without kills is the reference. Checked:
 //   - every message's effect happened (nothing lost), in version order per key;
-//   - SQLite and RocksDB: exactly once (the effect is written in the dedup commit);
+//   - SQLite, RocksDB and PostgreSQL: exactly once (the effect is written in the dedup
+//     commit);
 //     Redis: the store cannot hold the handler's writes, so its effect (a log line
 //     written before the commit) is at least once, and repeated at most once per kill
 //     (the driver runs one message at a time);
@@ -38,6 +39,11 @@
 #include "idem/idem.hpp"
 #include "idem/open_store.hpp"
 #include "idem/rocksdb_store.hpp"
+#ifdef IDEM_TORTURE_WITH_POSTGRES
+#include <libpq-fe.h>
+
+#include "support/postgres_server.hpp"
+#endif
 #include "idem/sqlite_store.hpp"
 #include "rocksdb/test_dir.hpp"
 #include "support/redis_server.hpp"
@@ -181,6 +187,25 @@ Outcome rocksdb_effects(const std::string& path) {
   return o;
 }
 
+#ifdef IDEM_TORTURE_WITH_POSTGRES
+Outcome postgres_effects(const std::string& uri, const std::string& table) {
+  Outcome o;
+  PGconn* conn = PQconnectdb(uri.c_str());
+  EXPECT_EQ(PQstatus(conn), CONNECTION_OK) << PQerrorMessage(conn);
+  const std::string sql = "SELECT id, key, version FROM public." + table + " ORDER BY seq";
+  PGresult* r = PQexec(conn, sql.c_str());
+  EXPECT_EQ(PQresultStatus(r), PGRES_TUPLES_OK) << PQerrorMessage(conn);
+  for (int i = 0; i < PQntuples(r); ++i) {
+    o.versions_by_key[PQgetvalue(r, i, 1)].push_back(std::stoull(PQgetvalue(r, i, 2)));
+    ++o.effects_by_id[PQgetvalue(r, i, 0)];
+    ++o.effects;
+  }
+  PQclear(r);
+  PQfinish(conn);
+  return o;
+}
+#endif
+
 Outcome log_effects(const std::string& path) {
   Outcome o;
   std::ifstream in(path);
@@ -270,42 +295,84 @@ void PrintTo(const Target& t, std::ostream* os) { *os << t.kind; }
 
 class CrashTorture : public ::testing::TestWithParam<Target> {};
 
-StatusOr<std::shared_ptr<Store>> reopen(const std::string& kind, const std::string& dir, const std::string& redis) {
-  if (kind == "sqlite") return sqlite::open({.path = dir + "/idem.db"});
-  if (kind == "rocksdb") return rocksdb::open({.path = dir + "/rocks", .user_column_families = {"effects"}});
-  return open_store(redis);
-}
+// The server a store kind needs, and each run's arguments for the driver after DIR.
+class Server {
+ public:
+  explicit Server(const std::string& kind) : kind_(kind) {}
+
+  Status start() {
+    if (kind_ == "redis") {
+      auto s = redis_test::RedisServer::start({});
+      if (!s.ok()) return s.status();
+      redis_ = std::move(*s);
+    }
+#ifdef IDEM_TORTURE_WITH_POSTGRES
+    if (kind_ == "postgres") {
+      auto s = postgres_test::PostgresServer::start();
+      if (!s.ok()) return s.status();
+      postgres_ = std::move(*s);
+    }
+#endif
+    return ok_status();
+  }
+
+  // "run" or "ref": a Redis database or a PostgreSQL schema of its own.
+  std::vector<std::string> args(const std::string& run) const {
+    if (redis_) return {redis_->uri() + (run == "run" ? "/0" : "/1")};
+#ifdef IDEM_TORTURE_WITH_POSTGRES
+    if (postgres_) return {postgres_->uri(), run};
+#endif
+    return {};
+  }
+
+  StatusOr<std::shared_ptr<Store>> reopen(const std::string& dir, const std::string& run) const {
+    if (kind_ == "sqlite") return sqlite::open({.path = dir + "/idem.db"});
+    if (kind_ == "rocksdb") return rocksdb::open({.path = dir + "/rocks", .user_column_families = {"effects"}});
+    const std::vector<std::string> a = args(run);
+    return open_store(a.size() == 2 ? a[0] + "?schema=" + a[1] : a.at(0));
+  }
+
+  Outcome effects(const std::string& dir) const {
+    if (kind_ == "sqlite") return sqlite_effects(dir + "/idem.db");
+    if (kind_ == "rocksdb") return rocksdb_effects(dir + "/rocks");
+#ifdef IDEM_TORTURE_WITH_POSTGRES
+    if (kind_ == "postgres") return postgres_effects(postgres_->uri(), "effects_run");
+#endif
+    return log_effects(dir + "/effects.log");
+  }
+
+ private:
+  const std::string kind_;
+  std::unique_ptr<redis_test::RedisServer> redis_;
+#ifdef IDEM_TORTURE_WITH_POSTGRES
+  std::unique_ptr<postgres_test::PostgresServer> postgres_;
+#endif
+};
 
 TEST_P(CrashTorture, EveryEffectOnceInOrderAfterManyKills) {
   const Target t = GetParam();
   const std::string kind = t.kind;
-  std::unique_ptr<redis_test::RedisServer> server;
-  std::string redis_run, redis_ref;
-  if (kind == "redis") {
-    auto s = redis_test::RedisServer::start({});
-    ASSERT_TRUE(s.ok()) << s.status().to_string();
-    server = std::move(*s);
-    redis_run = server->uri() + "/0";
-    redis_ref = server->uri() + "/1";
-  }
+  Server server(kind);
+  const Status started = server.start();
+  ASSERT_TRUE(started.ok()) << started.to_string();
   idem::testing::TempDir run("torture-" + kind), ref("torture-ref-" + kind);
   const std::vector<test::EntityMsg> work = make_workload(kSeed);
   ASSERT_GE(work.size(), 20'000u);
-  const std::vector<std::string> run_args{kind, run.str(), redis_run}, ref_args{kind, ref.str(), redis_ref};
+  std::vector<std::string> run_args{kind, run.str()}, ref_args{kind, ref.str()};
+  for (const std::string& a : server.args("run")) run_args.push_back(a);
+  for (const std::string& a : server.args("ref")) ref_args.push_back(a);
 
   ASSERT_EQ(run_to_end(ref_args, ref.sub("log")), 0) << "the run without crashes failed; log: " << ref.sub("log");
   const int kills = kill_repeatedly(run_args, run.sub("log"), kills_wanted(), work.size());
   EXPECT_EQ(kills, kills_wanted()) << "the workload ran out before the kills did";
   ASSERT_EQ(run_to_end(run_args, run.sub("log")), 0) << "the last run failed; log: " << run.sub("log");
 
-  const Outcome o = kind == "sqlite"    ? sqlite_effects(run.sub("idem.db"))
-                    : kind == "rocksdb" ? rocksdb_effects(run.sub("rocks"))
-                                        : log_effects(run.sub("effects.log"));
+  const Outcome o = server.effects(run.str());
   Checker check(work, t.exactly_once, kills);
   check.effects(o);
   {
-    auto s = reopen(kind, run.str(), redis_run);
-    auto r = reopen(kind, ref.str(), redis_ref);
+    auto s = server.reopen(run.str(), "run");
+    auto r = server.reopen(ref.str(), "ref");
     ASSERT_TRUE(s.ok() && r.ok()) << s.status().to_string() << " " << r.status().to_string();
     check.store(**s, **r);
   }
@@ -323,8 +390,16 @@ TEST_P(CrashTorture, EveryEffectOnceInOrderAfterManyKills) {
   EXPECT_EQ(check.mismatches(), 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Stores, CrashTorture,
-                         ::testing::Values(Target{"sqlite", true}, Target{"rocksdb", true}, Target{"redis", false}),
+// PostgreSQL when it is built.
+const Target kTargets[] = {{"sqlite", true},
+                           {"rocksdb", true},
+                           {"redis", false},
+#ifdef IDEM_TORTURE_WITH_POSTGRES
+                           {"postgres", true}
+#endif
+};
+
+INSTANTIATE_TEST_SUITE_P(Stores, CrashTorture, ::testing::ValuesIn(kTargets),
                          [](const ::testing::TestParamInfo<Target>& i) { return std::string(i.param.kind); });
 
 }  // namespace

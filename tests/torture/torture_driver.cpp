@@ -2,7 +2,7 @@
 // a durable store, as a broker would deliver it, and is SIGKILLed at random moments by
 // crash_torture_test.cpp, which starts it again until it exits 0.
 //
-//   torture_driver sqlite|rocksdb|redis DIR [REDIS_URI]
+//   torture_driver sqlite|rocksdb|redis|postgres DIR [REDIS_URI | POSTGRES_URI SCHEMA]
 //
 // The broker it stands in for: DIR/stats holds a cursor (the first message not yet
 // acknowledged to the "broker"), moved on every kAckEvery decisions, so that a kill
@@ -11,6 +11,8 @@
 // failing first attempts come from the workload. The effect of each handler call:
 //   sqlite   a row of torture_effects, written in the dedup record's transaction
 //   rocksdb  e/<key>/<n> → version in column family "effects", in the commit's WriteBatch
+//   postgres a row of public.effects_<SCHEMA>, written in the dedup record's transaction
+//            (the store keeps its tables in SCHEMA)
 //   redis    a line "id key version" appended to DIR/effects.log before the commit:
 //            Redis cannot hold the handler's writes in its commit, so this effect is
 //            at least once (a kill between the effect and the commit repeats it)
@@ -30,6 +32,11 @@
 #include "idem/open_store.hpp"
 #include "idem/redis_store.hpp"
 #include "idem/rocksdb_store.hpp"
+#ifdef IDEM_TORTURE_WITH_POSTGRES
+#include <libpq-fe.h>
+
+#include "idem/postgres_store.hpp"
+#endif
 #include "idem/sqlite_store.hpp"
 #include "idem/statemachine.hpp"
 #include "torture/stats.hpp"
@@ -66,11 +73,15 @@ TransitionTable product_table() {
 // The handler's effect, by store.
 class Effects {
  public:
-  Effects(std::string kind, std::string dir) : kind_(std::move(kind)), dir_(std::move(dir)) {}
+  Effects(std::string kind, std::string dir, std::string table)
+      : kind_(std::move(kind)), dir_(std::move(dir)), table_(std::move(table)) {}
 
   HandlerResult operator()(const test::EntityMsg& m, HandlerContext& ctx) {
     if (fails_first(m.id) && ctx.attempt() == 1) return HandlerResult::fail("fails on its first attempt");
-    Status s = kind_ == "sqlite" ? in_sqlite(m, ctx) : kind_ == "rocksdb" ? in_rocksdb(m, ctx) : in_log(m);
+    Status s = kind_ == "sqlite"     ? in_sqlite(m, ctx)
+               : kind_ == "rocksdb"  ? in_rocksdb(m, ctx)
+               : kind_ == "postgres" ? in_postgres(m, ctx)
+                                     : in_log(m);
     if (!s.ok()) return HandlerResult::fail(s.to_string());
     return HandlerResult::ok(m.id);
   }
@@ -106,6 +117,23 @@ class Effects {
     return b->put("effects", "e/" + *m.key + "/" + slot, std::to_string(*m.version));
   }
 
+  Status in_postgres(const test::EntityMsg& m, HandlerContext& ctx) {
+#ifdef IDEM_TORTURE_WITH_POSTGRES
+    PGconn* conn = postgres::connection(ctx);
+    if (conn == nullptr) return failed_precondition("no PostgreSQL transaction");
+    const std::string version = std::to_string(*m.version);
+    const char* values[] = {m.id.c_str(), m.key->c_str(), version.c_str(), m.event->c_str()};
+    const std::string sql = "INSERT INTO public." + table_ + "(id, key, version, event) VALUES($1, $2, $3, $4)";
+    PGresult* r = PQexecParams(conn, sql.c_str(), 4, nullptr, values, nullptr, nullptr, 0);
+    const bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+    PQclear(r);
+    return ok ? ok_status() : unavailable(PQerrorMessage(conn));
+#else
+    (void)m, (void)ctx;
+    return failed_precondition("built without PostgreSQL");
+#endif
+  }
+
   Status in_log(const test::EntityMsg& m) {
     if (log_fd_ < 0) log_fd_ = ::open((dir_ + "/effects.log").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
     const std::string line = m.id + " " + *m.key + " " + std::to_string(*m.version) + "\n";
@@ -115,11 +143,28 @@ class Effects {
     return ok_status();
   }
 
-  const std::string kind_, dir_;
+  const std::string kind_, dir_, table_;
   int log_fd_ = -1;
 };
 
-StatusOr<std::shared_ptr<Store>> open_for(const std::string& kind, const std::string& dir, const char* redis_uri) {
+#ifdef IDEM_TORTURE_WITH_POSTGRES
+// Creates public.<table> for the effects, then opens the store in `schema`.
+StatusOr<std::shared_ptr<Store>> open_postgres(const std::string& uri, const std::string& schema,
+                                               const std::string& table) {
+  PGconn* conn = PQconnectdb(uri.c_str());
+  const std::string sql = "CREATE TABLE IF NOT EXISTS public." + table +
+                          "(seq bigserial PRIMARY KEY, id text, key text, version bigint, event text)";
+  PGresult* r = PQstatus(conn) == CONNECTION_OK ? PQexec(conn, sql.c_str()) : nullptr;
+  const bool ok = r != nullptr && PQresultStatus(r) == PGRES_COMMAND_OK;
+  PQclear(r);
+  PQfinish(conn);
+  if (!ok) die(3, "cannot create " + table);
+  return open_store(uri + "?schema=" + schema);
+}
+#endif
+
+StatusOr<std::shared_ptr<Store>> open_for(const std::string& kind, const std::string& dir, const char* server_uri,
+                                          const char* schema) {
   if (kind == "sqlite") {
     const std::string path = dir + "/idem.db";
     sqlite3* db = nullptr;
@@ -130,8 +175,14 @@ StatusOr<std::shared_ptr<Store>> open_for(const std::string& kind, const std::st
     return sqlite::open({.path = path});
   }
   if (kind == "rocksdb") return rocksdb::open({.path = dir + "/rocks", .user_column_families = {"effects"}});
-  if (kind == "redis" && redis_uri != nullptr) return open_store(redis_uri);
-  return invalid_argument("usage: torture_driver sqlite|rocksdb|redis DIR [REDIS_URI]");
+  if (kind == "redis" && server_uri != nullptr) return open_store(server_uri);
+#ifdef IDEM_TORTURE_WITH_POSTGRES
+  if (kind == "postgres" && server_uri != nullptr && schema != nullptr) {
+    return open_postgres(server_uri, schema, std::string("effects_") + schema);
+  }
+#endif
+  (void)schema;
+  return invalid_argument("usage: torture_driver sqlite|rocksdb|redis|postgres DIR [REDIS_URI | POSTGRES_URI SCHEMA]");
 }
 
 ConsumerOptions options_for(std::shared_ptr<Store> store, bool transactional) {
@@ -210,12 +261,14 @@ class Driver {
 };
 
 int run(int argc, char** argv) {
-  if (argc < 3) die(2, "usage: torture_driver sqlite|rocksdb|redis DIR [REDIS_URI]");
+  if (argc < 3) die(2, "usage: torture_driver sqlite|rocksdb|redis|postgres DIR [REDIS_URI | POSTGRES_URI SCHEMA]");
   const std::string kind = argv[1], dir = argv[2];
-  auto store = open_for(kind, dir, argc > 3 ? argv[3] : nullptr);
+  const char* schema = argc > 4 ? argv[4] : nullptr;
+  auto store = open_for(kind, dir, argc > 3 ? argv[3] : nullptr, schema);
   if (!store.ok()) die(3, store.status().to_string());
-  auto consumer = Consumer<test::EntityMsg>::create(options_for(*store, kind != "redis"), test::entity_extractors(),
-                                                    Effects(kind, dir));
+  auto consumer =
+      Consumer<test::EntityMsg>::create(options_for(*store, kind != "redis"), test::entity_extractors(),
+                                        Effects(kind, dir, std::string("effects_") + (schema ? schema : "")));
   if (!consumer.ok()) die(4, consumer.status().to_string());
   Driver(dir, *consumer, **store).run(make_workload(kSeed));
   return 0;
