@@ -135,6 +135,25 @@ Status PgStore::init() {
   return s;
 }
 
+namespace {
+
+// The tables schema version 2 adds: the transactional outbox, in commit order (seq).
+// expires_ms is NULL while an entry is unsent; the partial indexes hold the unsent
+// entries only, so they stay small.
+std::string outbox_tables(const std::string& q) {
+  return "CREATE TABLE " + q +
+         ".idem_outbox(seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, incoming bytea NOT NULL,"
+         " position bigint NOT NULL, id bytea NOT NULL, destination bytea NOT NULL, body bytea NOT NULL,"
+         " headers bytea NOT NULL, created_ms bigint NOT NULL, expires_ms bigint);"
+         "CREATE INDEX idem_outbox_unsent ON " +
+         q +
+         ".idem_outbox(incoming, position) WHERE expires_ms IS NULL;"
+         "CREATE INDEX idem_outbox_unsent_seq ON " +
+         q + ".idem_outbox(seq) WHERE expires_ms IS NULL;";
+}
+
+}  // namespace
+
 // REQUIRES: c in a transaction. Concurrent opens wait on an advisory lock, so only one
 // creates the tables.
 Status PgStore::create_schema(Conn& c) {
@@ -161,6 +180,12 @@ Status PgStore::create_schema(Conn& c) {
                                  " that this build reads; upgrade idem to open it");
     if (version < 1)
       return data_loss("postgres: schema " + q + " has an invalid schema version " + std::to_string(version));
+    if (version == kSchemaVersion) return ok_status();
+    // Version 1 (no outbox): upgraded in place, under the lock taken above.
+    const std::string upgrade = outbox_tables(q) + "UPDATE " + q +
+                                ".idem_meta SET value = " + std::to_string(kSchemaVersion) +
+                                " WHERE key = 'schema_version';";
+    if (Status s = c.exec(upgrade.c_str()); !s.ok()) return s;
     return ok_status();
   }
   const std::string tables =
@@ -181,10 +206,8 @@ Status PgStore::create_schema(Conn& c) {
       ".idem_buffer_totals(one integer PRIMARY KEY CHECK (one = 1),"
       " count bigint NOT NULL, bytes bigint NOT NULL);"
       "INSERT INTO " +
-      q +
-      ".idem_buffer_totals VALUES (1, 0, 0);"
-      "INSERT INTO " +
-      q + ".idem_meta VALUES ('schema_version', " + std::to_string(kSchemaVersion) + ");";
+      q + ".idem_buffer_totals VALUES (1, 0, 0);" + outbox_tables(q) + "INSERT INTO " + q +
+      ".idem_meta VALUES ('schema_version', " + std::to_string(kSchemaVersion) + ");";
   if (Status s = c.exec(tables.c_str()); !s.ok())
     return data_loss("postgres: schema " + q + " has idem tables but no schema version: " + s.message());
   return ok_status();

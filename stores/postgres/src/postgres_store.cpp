@@ -175,6 +175,7 @@ StoreCapabilities PgStore::capabilities() const {
   c.batch_transactions = true;
   c.entities = true;
   c.entity_chains = true;
+  c.outbox = true;
   return c;
 }
 
@@ -311,6 +312,9 @@ Status PgStore::commit_record(Conn& c, const CommitRequest& q) {
 Status PgStore::commit_in(Conn& c, const CommitRequest& q) {
   if (Status s = fault("commit.before_write"); !s.ok()) return s;
   if (Status s = commit_record(c, q); !s.ok()) return s;
+  std::vector<const OutboxEntry*> outbox;
+  for (const OutboxEntry& e : q.outbox) outbox.push_back(&e);
+  if (Status s = write_outbox_in(c, outbox); !s.ok()) return s;
   if (Status s = fault("commit.after_record"); !s.ok()) return s;
   if (!q.entity) return ok_status();
   if (Status s = write_entity_in(c, *q.entity); !s.ok()) return s;
@@ -319,7 +323,7 @@ Status PgStore::commit_in(Conn& c, const CommitRequest& q) {
 
 Status PgStore::commit(const CommitRequest& q) {
   if (Status s = check_commit(q); !s.ok()) return s;
-  if (!q.entity && !options_.fault_hook) {  // one statement
+  if (!q.entity && q.outbox.empty() && !options_.fault_hook) {  // one statement
     auto c = acquire();
     if (!c.ok()) return c.status();
     return commit_record(**c, q);
@@ -331,7 +335,7 @@ std::vector<Status> PgStore::commit_batch(std::span<const CommitRequest> request
   std::set<std::string_view> ids;
   bool single = !options_.fault_hook && requests.size() > 1;
   for (const auto& q : requests) {
-    single = single && !q.entity && ids.insert(q.id).second && q.now == requests.front().now;
+    single = single && !q.entity && q.outbox.empty() && ids.insert(q.id).second && q.now == requests.front().now;
     if (!single) break;
   }
   return single ? commit_batch_unnest(requests) : commit_batch_transaction(requests);
@@ -384,7 +388,8 @@ std::vector<Status> PgStore::commit_batch_transaction(std::span<const CommitRequ
     out.clear();
     if (Status s = fault("commit_batch.before_write"); !s.ok()) return s;
     bool first = true;
-    EntityChains chains;  // capabilities().entity_chains
+    EntityChains chains;                     // capabilities().entity_chains
+    std::vector<const OutboxEntry*> outbox;  // of the items written, in one statement at the end
     for (const auto& q : requests) {
       if (Status s = chains.check(q); !s.ok()) {
         out.push_back(std::move(s));
@@ -409,12 +414,15 @@ std::vector<Status> PgStore::commit_batch_transaction(std::span<const CommitRequ
           code != StatusCode::kAborted)
         return s;  // an error of the server: nothing of the batch is kept
       chains.note(q, s);
+      if (s.ok())
+        for (const OutboxEntry& e : q.outbox) outbox.push_back(&e);
       out.push_back(std::move(s));
       if (first && out.back().ok()) {
         first = false;
         if (Status f = fault("commit_batch.after_first"); !f.ok()) return f;
       }
     }
+    if (Status s = write_outbox_in(c, outbox); !s.ok()) return s;
     return fault("commit_batch.before_commit");
   });
   if (!whole.ok()) return std::vector<Status>(requests.size(), whole);
@@ -556,9 +564,13 @@ StatusOr<std::size_t> PgStore::purge_expired(TimePoint now, std::size_t max_reco
   } else if (scanned >= scan_limit) {
     next = get_bytes(res, 0, 4);
   }  // else: past the last row; the next call starts at the first
-  std::lock_guard lock(mu_);
-  purge_cursor_ = std::move(next);
-  return removed;
+  {
+    std::lock_guard lock(mu_);
+    purge_cursor_ = std::move(next);
+  }
+  auto sent = purge_outbox(**c, to_unix_ms(now), max - removed);
+  if (!sent.ok()) return sent.status();
+  return removed + *sent;
 }
 
 // --- operator tools --------------------------------------------------------------

@@ -62,7 +62,13 @@ struct Statements {
   Sql read_entity, insert_entity, update_entity, unbuffer;
   Sql buffer_lock_totals, buffer_check, buffer_insert, buffer_read, buffer_totals, buffer_keys;
   Sql count_records, remove_record, remove_entity_record, remove_entity_buffer;
+  Sql outbox_insert, outbox_pending_all, outbox_pending_of, outbox_mark_sent, outbox_purge;
 };
+
+// A statement named idem_<name>, its text with '@' replaced by the quoted schema.
+Sql make_sql(const std::string& schema, const char* name, std::string text);
+// Fills the outbox statements of t (outbox.cpp).
+void add_outbox_statements(Statements& t, const std::string& schema);
 
 class PgStore final : public Store, public std::enable_shared_from_this<PgStore> {
  public:
@@ -83,6 +89,8 @@ class PgStore final : public Store, public std::enable_shared_from_this<PgStore>
   StatusOr<std::unique_ptr<StoreTransaction>> begin(TimePoint now) override;
   StatusOr<std::unique_ptr<BatchTransaction>> begin_batch(TimePoint now) override;
   StatusOr<std::size_t> purge_expired(TimePoint now, std::size_t max_records) override;
+  StatusOr<std::vector<OutboxEntry>> outbox_pending(const OutboxQuery& q) override;
+  Status outbox_mark_sent(std::span<const OutboxEntry> sent, TimePoint now, Duration ttl) override;
 
   StatusOr<EntityRecord> read_entity(std::string_view key) override;
   Status write_entity(const EntityWrite& write) override;
@@ -105,8 +113,9 @@ class PgStore final : public Store, public std::enable_shared_from_this<PgStore>
   void unbind();
   // The calling thread's bound connection and whether it is a batch's.
   std::pair<Conn*, bool> bound() const;
-  // Writes the record of q and, if set, its entity write, with the commit's fault
-  // points. REQUIRES: c in a transaction, rolled back by the caller on error.
+  // Writes the record of q, its outbox entries and, if set, its entity write, with the
+  // commit's fault points. REQUIRES: c in a transaction, rolled back by the caller on
+  // error.
   Status commit_in(Conn& c, const CommitRequest& q);
   Status fault(std::string_view point) const;
   const Statements& sql() const { return sql_; }
@@ -132,6 +141,11 @@ class PgStore final : public Store, public std::enable_shared_from_this<PgStore>
   std::vector<Status> commit_batch_unnest(std::span<const CommitRequest> requests);
   std::vector<Status> commit_batch_transaction(std::span<const CommitRequest> requests);
   StatusOr<std::uint32_t> release_in(Conn& c, const ReleaseRequest& q);
+  // outbox.cpp. Inserts the entries, in their order, in one statement. REQUIRES: c in
+  // the transaction of their commit.
+  Status write_outbox_in(Conn& c, const std::vector<const OutboxEntry*>& entries);
+  // Removes up to max sent entries expired at now_ms (a bounded scan from the oldest).
+  StatusOr<std::size_t> purge_outbox(Conn& c, std::int64_t now_ms, std::size_t max);
 
   Options options_;
   Statements sql_;

@@ -162,8 +162,13 @@ void add_record_statements(Statements& t, const std::string& s) {
 
 }  // namespace
 
+Sql make_sql(const std::string& schema, const char* name, std::string text) {
+  return make(schema, name, std::move(text));
+}
+
 Statements::Statements(const std::string& s) {
   add_record_statements(*this, s);
+  add_outbox_statements(*this, s);
   read_entity = make(s, "read_entity", "SELECT revision, version, state FROM @.idem_entities WHERE key = $1");
   insert_entity = make(s, "insert_entity",
                        "INSERT INTO @.idem_entities(key, revision, version, state)"

@@ -6,8 +6,10 @@
 // (bytea primary key) with its state, lease owner and expiry, fingerprint, result,
 // retry count and record expiry; idem_entities one row per entity key; idem_buffer the
 // reorder buffer (PRIMARY KEY (key, version)); idem_buffer_totals one row with the
-// buffer's entries and bytes. A schema written by a newer build is refused
-// (kFailedPrecondition naming both versions).
+// buffer's entries and bytes; idem_outbox the transactional outbox (outbox.hpp), one
+// row per outgoing message in commit order (seq), with its sent expiry (NULL while
+// unsent). A schema written by a newer build is refused (kFailedPrecondition naming
+// both versions); one of schema version 1 (before the outbox) is upgraded at open.
 //
 // Leases live in the rows, so any number of processes on any number of hosts share the
 // store. A claim is one statement (INSERT … ON CONFLICT (id) DO UPDATE … WHERE the
@@ -32,6 +34,12 @@
 // Entity records and the reorder buffer (entity.hpp): a commit with an entity write is
 // one transaction (record, revision compare-and-set, buffer removal).
 //
+// The outbox (capabilities().outbox): a commit with CommitRequest::outbox entries is
+// one transaction (the record, then one INSERT of every entry); a commit batch with
+// entries is one transaction whose last statement inserts the entries of every item
+// written. outbox_mark_sent is one UPDATE of the whole span; purge_expired removes
+// sent entries past their expiry after the records, in the same bound.
+//
 // Transactional mode: begin() takes a connection of the pool and opens a transaction
 // on it; the handler writes its own tables through connection(ctx) and the dedup
 // record lands in the same transaction (COMMIT). A connection lost before the COMMIT
@@ -41,7 +49,8 @@
 // call from the thread that opened it runs on its connection.
 //
 // TTL: expired records stay until purge_expired (bounded, a rotating scan over the
-// primary key) removes them; claim and inspect already treat them as absent.
+// primary key) removes them; claim and inspect already treat them as absent. Sent
+// outbox entries stay until purge_expired too (a bounded scan from the oldest).
 //
 // Thread-safety: thread-safe; a pool of connections, one per concurrent call.
 #pragma once
@@ -74,9 +83,10 @@ struct Options {
   // Tests only (see store.hpp); null by default. Called inside the commit's transaction
   // at "commit.before_write", "commit.after_record" and (entity writes)
   // "commit.after_entity"; in commit_batch at "commit_batch.before_write",
-  // "commit_batch.after_first" and "commit_batch.before_commit". A non-OK answer rolls
-  // the transaction back and is returned. With a hook set, every commit runs as a
-  // transaction of several statements.
+  // "commit_batch.after_first" and "commit_batch.before_commit"; in outbox_mark_sent
+  // at "outbox.mark_sent.before_commit". A non-OK answer rolls the transaction back
+  // and is returned. With a hook set, every commit and outbox_mark_sent runs as a
+  // transaction.
   FaultHook fault_hook;
 };
 
@@ -105,6 +115,6 @@ PGconn* connection(const HandlerContext& ctx);
 std::string quote_identifier(std::string_view name);
 
 // The schema version this build writes.
-inline constexpr int kSchemaVersion = 1;
+inline constexpr int kSchemaVersion = 2;
 
 }  // namespace idem::postgres
