@@ -1,5 +1,5 @@
 // The transactional outbox (docs/outbox.md): outgoing ids and the header codec; what
-// Consumer::create and ctx.publish refuse; on SQLite and RocksDB, the outbox records
+// Consumer::create and ctx.publish refuse; on SQLite, RocksDB and PostgreSQL, the outbox records
 // (written with the commit, listed, marked sent, purged) and every crash point of
 // dispatch: the process gone after the commit and before the publish, after the
 // publish and before the "sent" update, a publish that fails, a duplicate whose
@@ -23,6 +23,10 @@
 #endif
 #ifdef IDEM_TEST_ROCKSDB
 #include "idem/rocksdb_store.hpp"
+#endif
+#ifdef IDEM_TEST_POSTGRES
+#include "idem/postgres_store.hpp"
+#include "support/postgres_server.hpp"
 #endif
 
 namespace idem {
@@ -217,6 +221,26 @@ std::vector<Backend> backends() {
                    return rocksdb::open(o).value();
                  },
                  "rocksdb.outbox.mark_sent.write", "rocksdb.commit.write"});
+#endif
+#ifdef IDEM_TEST_POSTGRES
+  out.push_back({"postgres",
+                 [](const std::string& dir, std::shared_ptr<std::string> fault) {
+                   // One schema per test folder: a reopen finds the same data.
+                   static std::map<std::string, std::string> schemas;
+                   auto [it, fresh] = schemas.try_emplace(dir);
+                   if (fresh) it->second = postgres_test::fresh_schema();
+                   postgres_test::PostgresServer* server = postgres_test::shared_server();
+                   if (server == nullptr) return StatusOr<std::shared_ptr<Store>>(unavailable("no server")).value();
+                   postgres::Options o;
+                   o.connection = server->connection();
+                   o.schema = it->second;
+                   o.pool_size = 4;
+                   o.fault_hook = [fault](std::string_view point) {
+                     return point == *fault ? unavailable("fault at " + std::string(point)) : ok_status();
+                   };
+                   return postgres::open(o).value();
+                 },
+                 "outbox.mark_sent.before_commit", "commit.after_record"});
 #endif
   return out;
 }
