@@ -88,8 +88,8 @@ EffectsIn effects_target(const ConsumerSettings& s, std::string* path) {
 }
 
 // The outbox, for messages with a "publish" field: on a store that keeps one
-// (sqlite:, rocksdb:) under effectively_once or manual, in transactional mode, each
-// destination through the adapters this binary has (brokers.hpp).
+// (sqlite:, rocksdb:, postgres://) under effectively_once or manual, in transactional
+// mode, each destination through the adapters this binary has (brokers.hpp).
 void enable_outbox(const ConsumerSettings& s, ConsumerOptions& o) {
   if (s.guarantee != Guarantee::kEffectivelyOnce && s.guarantee != Guarantee::kManual) return;
   if (!o.store || !o.store->capabilities().outbox || !o.store->capabilities().transactional) return;
