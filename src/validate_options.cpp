@@ -70,7 +70,7 @@ Status validate_outbox(const ConsumerOptions& o) {
         "handler's transaction, with the dedup record");
   if (!o.store->capabilities().outbox)
     return invalid_argument(
-        "ConsumerOptions::outbox needs a store that keeps an outbox (sqlite:, rocksdb:); "
+        "ConsumerOptions::outbox needs a store that keeps an outbox (sqlite:, rocksdb:, postgres://); "
         "this store does not");
   if (o.outbox.dispatch_batch == 0) return invalid_argument("ConsumerOptions::outbox.dispatch_batch must be > 0");
   if (o.outbox.resend_after.count() <= 0)
