@@ -36,9 +36,9 @@ if [[ "${IDEM_TEST_SANITIZERS:-1}" != 0 ]]; then
   # (its concurrent claims), the stores' own thread tests, and the binaries labelled
   # "threads" (ordering and state machines under two threads), over memory: and
   # sqlite:. Debian's RocksDB, hiredis, libpq, rabbitmq-c, nats.c and librdkafka are not
-  # TSan-instrumented, so their binaries (Redis and PostgreSQL stores, the
-  # Redis Streams, RabbitMQ, NATS and Kafka adapters) run under ASan only; yaml-cpp runs single-threaded (loading tables)
-  # and is kept.
+  # TSan-instrumented, so their binaries (Redis and PostgreSQL stores, the Redis
+  # Streams, RabbitMQ, NATS and Kafka adapters) run under ASan only; yaml-cpp runs
+  # single-threaded (loading tables) and is kept.
   run_suite tsan "unit|conformance|sqlite|threads" "" -DIDEM_SANITIZE=thread -DIDEM_BUILD_EXAMPLES=OFF \
     -DIDEM_BUILD_TOOLS=OFF -DIDEM_WITH_ROCKSDB=OFF -DIDEM_WITH_BLOOM=OFF -DIDEM_WITH_REDIS=OFF \
     -DIDEM_WITH_REDIS_STREAMS=OFF -DIDEM_WITH_RABBITMQ=OFF -DIDEM_WITH_NATS=OFF -DIDEM_WITH_KAFKA=OFF \
