@@ -61,46 +61,11 @@ double plain_kafka(const std::string& bootstraps, std::size_t n, std::size_t bat
 // handler inserts one effect row (prepared once), 2 workers, batch b. Timed once the
 // source has its first message (the group joined), which it acks itself.
 double idem_kafka(const std::string& uri, std::size_t n, std::size_t batch, const std::string& db) {
-  {
-    sqlite3* d = nullptr;
-    sqlite3_open(db.c_str(), &d);
-    sqlite3_exec(d, "CREATE TABLE IF NOT EXISTS effects(seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT, at_ms INTEGER)",
-                 nullptr, nullptr, nullptr);
-    sqlite3_close(d);
-  }
-  sqlite::Options so;
-  so.path = db;
-  ConsumerOptions o;
-  o.store = sqlite::open(so).value();
-  o.transactional = true;
-  o.latency_metrics = false;
-  auto stmt = std::make_shared<sqlite3_stmt*>(nullptr);
-  auto c = Consumer<Msg>::create(o, extractors(), [stmt](const Msg& m, HandlerContext& ctx) {
-    if (*stmt == nullptr) {
-      sqlite3_prepare_v2(sqlite::connection(ctx), "INSERT INTO effects(id, at_ms) VALUES(?1, 0)", -1, stmt.get(),
-                         nullptr);
-    }
-    sqlite3_stmt* st = *stmt;
-    sqlite3_bind_text(st, 1, m.id.data(), static_cast<int>(m.id.size()), SQLITE_STATIC);
-    const int rc = sqlite3_step(st);
-    sqlite3_reset(st);
-    return rc == SQLITE_DONE ? HandlerResult::ok() : HandlerResult::fail("insert");
-  });
   auto src = kafka::open(kafka::parse_uri(uri).value()).value();
   std::vector<Delivery> first;
   while (first.empty()) (void)src->fetch(1, Duration(1000), first);
   (void)src->ack(first[0]);
-  RuntimeOptions rto;
-  rto.workers = 2;
-  rto.batch = batch;
-  rto.max_messages = n - 1;
-  auto rt = Runtime<Msg>::create(rto, *src, *c, decode).value();
-  const auto t0 = Clock::now();
-  (void)rt->run();
-  const double r = rate(n - 1, Clock::now() - t0);
-  src->close();
-  sqlite3_finalize(*stmt);  // before the store closes its connection
-  return r;
+  return idem_rate(*src, n - 1, batch, db);
 }
 
 }  // namespace

@@ -55,47 +55,12 @@ double plain_nats(int port, std::size_t n, std::size_t batch) {
 // idem's runtime over the NATS source with a transactional SQLite consumer whose
 // handler inserts one effect row (prepared once), 2 workers, batch b.
 double idem_nats(int port, std::size_t n, std::size_t batch, const std::string& db) {
-  {
-    sqlite3* d = nullptr;
-    sqlite3_open(db.c_str(), &d);
-    sqlite3_exec(d, "CREATE TABLE IF NOT EXISTS effects(seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT, at_ms INTEGER)",
-                 nullptr, nullptr, nullptr);
-    sqlite3_close(d);
-  }
-  sqlite::Options so;
-  so.path = db;
-  ConsumerOptions o;
-  o.store = sqlite::open(so).value();
-  o.transactional = true;
-  o.latency_metrics = false;
-  auto stmt = std::make_shared<sqlite3_stmt*>(nullptr);
-  auto c = Consumer<Msg>::create(o, extractors(), [stmt](const Msg& m, HandlerContext& ctx) {
-    if (*stmt == nullptr) {
-      sqlite3_prepare_v2(sqlite::connection(ctx), "INSERT INTO effects(id, at_ms) VALUES(?1, 0)", -1, stmt.get(),
-                         nullptr);
-    }
-    sqlite3_stmt* st = *stmt;
-    sqlite3_bind_text(st, 1, m.id.data(), static_cast<int>(m.id.size()), SQLITE_STATIC);
-    const int rc = sqlite3_step(st);
-    sqlite3_reset(st);
-    return rc == SQLITE_DONE ? HandlerResult::ok() : HandlerResult::fail("insert");
-  });
   nats::Options no;
   no.port = static_cast<std::uint16_t>(port);
   no.stream = "idem";
   no.durable = "g";
   auto src = nats::open(no).value();
-  RuntimeOptions rto;
-  rto.workers = 2;
-  rto.batch = batch;
-  rto.max_messages = n;
-  auto rt = Runtime<Msg>::create(rto, *src, *c, decode).value();
-  const auto t0 = Clock::now();
-  (void)rt->run();
-  src->close();  // flushes the last acks
-  const double r = rate(n, Clock::now() - t0);
-  sqlite3_finalize(*stmt);  // before the store closes its connection
-  return r;
+  return idem_rate(*src, n, batch, db, /*close_timed=*/true);  // close flushes the last acks
 }
 
 }  // namespace

@@ -45,41 +45,8 @@ double plain_loop(int port, const std::string& queue, std::size_t n, std::size_t
 }
 
 double idem_loop(const rabbitmq::Options& ro, std::size_t n, std::size_t batch, const std::string& db) {
-  sqlite3* raw = nullptr;
-  sqlite3_open(db.c_str(), &raw);
-  sqlite3_exec(raw, "CREATE TABLE effects(seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL, at_ms INTEGER)",
-               nullptr, nullptr, nullptr);
-  sqlite3_close(raw);
-  sqlite::Options so;
-  so.path = db;
-  ConsumerOptions o;
-  o.store = sqlite::open(so).value();
-  o.transactional = true;
-  o.latency_metrics = false;
-  auto stmt = std::make_shared<sqlite3_stmt*>(nullptr);
-  auto c = Consumer<Msg>::create(o, extractors(), [stmt](const Msg& m, HandlerContext& ctx) {
-    if (*stmt == nullptr) {
-      sqlite3_prepare_v2(sqlite::connection(ctx), "INSERT INTO effects(id, at_ms) VALUES(?1, 0)", -1, stmt.get(),
-                         nullptr);
-    }
-    sqlite3_stmt* st = *stmt;
-    sqlite3_bind_text(st, 1, m.id.data(), static_cast<int>(m.id.size()), SQLITE_STATIC);
-    const int rc = sqlite3_step(st);
-    sqlite3_reset(st);
-    return rc == SQLITE_DONE ? HandlerResult::ok() : HandlerResult::fail("insert");
-  });
   auto src = rabbitmq::open(ro).value();
-  RuntimeOptions rto;
-  rto.workers = 2;
-  rto.batch = batch;
-  rto.max_messages = n;
-  auto rt = Runtime<Msg>::create(rto, *src, *c, decode).value();
-  const auto t0 = Clock::now();
-  (void)rt->run();
-  const double r = rate(n, Clock::now() - t0);
-  src->close();
-  sqlite3_finalize(*stmt);
-  return r;
+  return idem_rate(*src, n, batch, db);
 }
 
 }  // namespace

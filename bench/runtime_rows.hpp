@@ -1,4 +1,4 @@
-// Shared by bench_runtime.cpp, runtime_stream_rows.cpp and runtime_nats_rows.cpp.
+// Shared by bench_runtime.cpp and the runtime_*_rows.cpp of each broker.
 #pragma once
 
 #include <chrono>
@@ -36,6 +36,13 @@ inline StatusOr<Msg> decode(const Delivery& d) { return Msg{d.body}; }
 inline double rate(std::size_t n, Clock::duration d) {
   return static_cast<double>(n) / std::chrono::duration<double>(d).count();
 }
+
+// idem's runtime over `source` with a transactional SQLite consumer (its file `db`)
+// whose handler inserts one effect row, prepared once: 2 workers, batch b, until n
+// deliveries are decided. Returns msgs/s; closes the source, inside the timing when
+// `close_timed` (a source whose close flushes its last acks).
+double idem_rate(MessageSource& source, std::size_t n, std::size_t batch, const std::string& db,
+                 bool close_timed = false);
 
 // Starts a redis-server on 127.0.0.1 and appends the rows plain_stream, naive_stream,
 // idem_stream and sqlite_txn_floor over n messages. Returns false (after saying why on

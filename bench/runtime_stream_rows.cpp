@@ -73,43 +73,12 @@ double plain_loop(int port, const std::string& stream, std::size_t n, std::size_
 }
 
 double idem_loop(int port, const std::string& stream, std::size_t n, std::size_t batch, const std::string& db) {
-  { Db effects(db); }  // the effects table
-  sqlite::Options so;
-  so.path = db;
-  ConsumerOptions o;
-  o.store = sqlite::open(so).value();
-  o.transactional = true;
-  o.latency_metrics = false;
-  // The handler prepares its statement once, on the store's connection (the store runs
-  // one connection; handlers run one at a time on it).
-  auto stmt = std::make_shared<sqlite3_stmt*>(nullptr);
-  auto c = Consumer<Msg>::create(o, extractors(), [stmt](const Msg& m, HandlerContext& ctx) {
-    if (*stmt == nullptr) {
-      sqlite3_prepare_v2(sqlite::connection(ctx), "INSERT INTO effects(id, at_ms) VALUES(?1, 0)", -1, stmt.get(),
-                         nullptr);
-    }
-    sqlite3_stmt* st = *stmt;
-    sqlite3_bind_text(st, 1, m.id.data(), static_cast<int>(m.id.size()), SQLITE_STATIC);
-    const int rc = sqlite3_step(st);
-    sqlite3_reset(st);
-    return rc == SQLITE_DONE ? HandlerResult::ok() : HandlerResult::fail("insert");
-  });
   redis_streams::Options ro;
   ro.port = static_cast<std::uint16_t>(port);
   ro.stream = stream;
   ro.group = "g";
   auto src = redis_streams::open(ro).value();
-  RuntimeOptions rto;
-  rto.workers = 2;
-  rto.batch = batch;
-  rto.max_messages = n;
-  auto rt = Runtime<Msg>::create(rto, *src, *c, decode).value();
-  const auto t0 = Clock::now();
-  (void)rt->run();
-  const double r = rate(n, Clock::now() - t0);
-  src->close();
-  sqlite3_finalize(*stmt);  // before the store closes its connection
-  return r;
+  return idem_rate(*src, n, batch, db);
 }
 
 double sqlite_floor(std::size_t n, const std::string& path) {
@@ -156,6 +125,42 @@ double sqlite_batch_floor(std::size_t n, std::size_t batch, const std::string& p
 }
 
 }  // namespace
+
+double idem_rate(MessageSource& source, std::size_t n, std::size_t batch, const std::string& db, bool close_timed) {
+  { Db effects(db); }  // the effects table
+  sqlite::Options so;
+  so.path = db;
+  ConsumerOptions o;
+  o.store = sqlite::open(so).value();
+  o.transactional = true;
+  o.latency_metrics = false;
+  // The handler prepares its statement once, on the store's connection (the store runs
+  // one connection; handlers run one at a time on it).
+  auto stmt = std::make_shared<sqlite3_stmt*>(nullptr);
+  auto c = Consumer<Msg>::create(o, extractors(), [stmt](const Msg& m, HandlerContext& ctx) {
+    if (*stmt == nullptr) {
+      sqlite3_prepare_v2(sqlite::connection(ctx), "INSERT INTO effects(id, at_ms) VALUES(?1, 0)", -1, stmt.get(),
+                         nullptr);
+    }
+    sqlite3_stmt* st = *stmt;
+    sqlite3_bind_text(st, 1, m.id.data(), static_cast<int>(m.id.size()), SQLITE_STATIC);
+    const int rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    return rc == SQLITE_DONE ? HandlerResult::ok() : HandlerResult::fail("insert");
+  });
+  RuntimeOptions rto;
+  rto.workers = 2;
+  rto.batch = batch;
+  rto.max_messages = n;
+  auto rt = Runtime<Msg>::create(rto, source, *c, decode).value();
+  const auto t0 = Clock::now();
+  (void)rt->run();
+  if (close_timed) source.close();
+  const double r = rate(n, Clock::now() - t0);
+  if (!close_timed) source.close();
+  sqlite3_finalize(*stmt);  // before the store closes its connection
+  return r;
+}
 
 bool stream_rows(std::size_t n, std::size_t batch, std::vector<Row>& rows) {
   auto server = redis_test::RedisServer::start({});
