@@ -1,7 +1,7 @@
 // Fuzz target: store and broker URIs of every scheme — StoreUri::parse, each store's
-// parse_uri (memory:, sqlite:, rocksdb:, bloom:, bloom+…:, redis://), the Redis
-// Streams adapter's redis-stream://, the RabbitMQ adapter's amqp:// and the NATS
-// adapter's nats:// parsers.
+// parse_uri (memory:, sqlite:, rocksdb:, bloom:, bloom+…:, redis://, postgres://), the
+// Redis Streams adapter's redis-stream://, the RabbitMQ adapter's amqp://, the NATS
+// adapter's nats:// and the Kafka adapter's kafka:// parsers.
 // Nothing is opened or connected. Any text parses or gets a message; a password a
 // parser accepts never survives redact_uri().
 #include <cstddef>
@@ -18,6 +18,12 @@
 #ifdef IDEM_FUZZ_WITH_NATS
 #include "idem/nats_source.hpp"
 #endif
+#ifdef IDEM_FUZZ_WITH_KAFKA
+#include "idem/kafka_source.hpp"
+#endif
+#ifdef IDEM_FUZZ_WITH_POSTGRES
+#include "idem/postgres_store.hpp"
+#endif
 #include "idem/redis_store.hpp"
 #include "idem/redis_stream_source.hpp"
 #include "idem/rocksdb_store.hpp"
@@ -33,17 +39,24 @@ std::size_t count(std::string_view text, std::string_view what) {
   return n;
 }
 
-// True iff `password` is written once in uri, and there inside the user part: after
-// "//" and before the last '@' (or "%40") ahead of the query. Elsewhere (a host, a
-// path, a parameter that happens to hold the same bytes) it is not a secret.
+// True iff `password` is written once in uri, and there inside the user part (after
+// "//" and before the last '@' or "%40" ahead of the query) or as the whole value of
+// a "password=" parameter. Elsewhere (a host, a path, another parameter that happens
+// to hold the same bytes) it is not a secret.
 bool written_once_as_password(std::string_view uri, const std::string& password) {
   if (count(uri, password) != 1) return false;
-  const std::string_view head = uri.substr(0, uri.find('?'));
+  const std::size_t q = uri.find('?');
+  const std::size_t p = uri.find(password);
+  if (q != std::string_view::npos && p > q) {
+    const std::string_view before = uri.substr(0, p), after = uri.substr(p + password.size());
+    return (before.ends_with("?password=") || before.ends_with("&password=")) &&
+           (after.empty() || after.front() == '&');
+  }
+  const std::string_view head = uri.substr(0, q);
   const std::size_t slashes = head.find("//");
   std::size_t at = head.rfind('@');
   const std::size_t pct = head.rfind("%40");
   if (pct != std::string_view::npos && (at == std::string_view::npos || pct > at)) at = pct;
-  const std::size_t p = uri.find(password);
   return slashes != std::string_view::npos && at != std::string_view::npos && p >= slashes + 2 &&
          p + password.size() <= at;
 }
@@ -91,6 +104,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   expect_parsed_or_message(nats);
   if (nats.ok()) check_redacted(uri, nats->password);
 #endif
+#ifdef IDEM_FUZZ_WITH_KAFKA
+  expect_parsed_or_message(idem::kafka::parse_uri(uri));
+#endif
 
   auto u = idem::StoreUri::parse(uri);
   if (!u.ok()) {
@@ -116,5 +132,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       if (r.ok() && u->scheme == "redis") check_redacted(uri, r->password);
     }
   }
+#ifdef IDEM_FUZZ_WITH_POSTGRES
+  any.scheme = "postgres";
+  auto pg = idem::postgres::parse_uri(any);
+  expect_parsed_or_message(pg);
+  if (pg.ok() && (u->scheme == "postgres" || u->scheme == "postgresql")) {
+    for (const auto& [key, value] : pg->connection)
+      if (key == "password") check_redacted(uri, value);
+  }
+#endif
   return 0;
 }

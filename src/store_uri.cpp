@@ -84,33 +84,6 @@ std::optional<Span> password_in(std::string_view d) {
   return Span{2 + first + 1, 2 + server.size()};
 }
 
-// Where the password may be written: where the parsers that decode first read it
-// (redis://, redis-stream://: after the scheme's ':', decoded), and where those that
-// split first read it (amqp://, or a URI without a scheme: after the first "//", as
-// written). Both are redacted.
-std::vector<Span> password_spans(std::string_view uri) {
-  std::vector<Span> spans;
-  if (const std::size_t colon = uri.find(':'); colon != std::string_view::npos) {
-    const DecodedBody d = decoded_body(uri, colon + 1);
-    if (const auto p = password_in(d.text)) spans.push_back({d.offset[p->begin], d.offset[p->end]});
-  }
-  const std::string_view head = uri.substr(0, uri.find('?'));
-  if (const std::size_t slashes = head.find("//"); slashes != std::string_view::npos) {
-    if (const auto p = password_in(head.substr(slashes))) spans.push_back({slashes + p->begin, slashes + p->end});
-  }
-  return spans;
-}
-
-// The smallest span that covers every span in `spans`. REQUIRES: !spans.empty().
-Span covering(const std::vector<Span>& spans) {
-  Span all = spans.front();
-  for (const Span& s : spans) {
-    all.begin = std::min(all.begin, s.begin);
-    all.end = std::max(all.end, s.end);
-  }
-  return all;
-}
-
 // text with its %XX escapes decoded; a bad escape is left as written.
 std::string lenient_decode(std::string_view text) {
   std::string out;
@@ -126,6 +99,52 @@ std::string lenient_decode(std::string_view text) {
   return out;
 }
 
+// Adds the value of every "password=" parameter of the query starting at uri[start]
+// (libpq takes one, as postgres://…?password=…), matched as written and as decoded.
+void add_password_params(std::string_view uri, std::size_t start, std::vector<Span>& spans) {
+  while (start < uri.size()) {
+    const std::size_t amp = std::min(uri.find('&', start), uri.size());
+    const std::string_view pair = uri.substr(start, amp - start);
+    const std::size_t eq = pair.find('=');
+    if (eq != std::string_view::npos && lenient_decode(pair.substr(0, eq)) == "password" && eq + 1 < pair.size())
+      spans.push_back({start + eq + 1, amp});
+    start = amp + 1;
+  }
+}
+
+// `spans` sorted, with overlapping spans joined into one.
+std::vector<Span> merged(std::vector<Span> spans) {
+  std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) { return a.begin < b.begin; });
+  std::vector<Span> out;
+  for (const Span& s : spans) {
+    if (!out.empty() && s.begin <= out.back().end) {
+      out.back().end = std::max(out.back().end, s.end);
+    } else {
+      out.push_back(s);
+    }
+  }
+  return out;
+}
+
+// Where the password may be written: where the parsers that decode first read it
+// (redis://, redis-stream://: after the scheme's ':', decoded), and where those that
+// split first read it (amqp://, or a URI without a scheme: after the first "//", as
+// written). Both are redacted.
+std::vector<Span> password_spans(std::string_view uri) {
+  std::vector<Span> spans;
+  if (const std::size_t colon = uri.find(':'); colon != std::string_view::npos) {
+    const DecodedBody d = decoded_body(uri, colon + 1);
+    if (const auto p = password_in(d.text)) spans.push_back({d.offset[p->begin], d.offset[p->end]});
+  }
+  const std::size_t q = uri.find('?');
+  const std::string_view head = uri.substr(0, q);
+  if (const std::size_t slashes = head.find("//"); slashes != std::string_view::npos) {
+    if (const auto p = password_in(head.substr(slashes))) spans.push_back({slashes + p->begin, slashes + p->end});
+  }
+  if (q != std::string_view::npos) add_password_params(uri, q + 1, spans);
+  return spans;
+}
+
 void replace_all(std::string& text, std::string_view what, std::string_view with) {
   if (what.empty()) return;
   for (std::size_t pos = text.find(what); pos != std::string::npos; pos = text.find(what, pos + with.size()))
@@ -135,10 +154,13 @@ void replace_all(std::string& text, std::string_view what, std::string_view with
 }  // namespace
 
 std::string redact_uri(std::string_view uri) {
-  const std::vector<Span> spans = password_spans(uri);
-  if (spans.empty()) return std::string(uri);
-  const Span p = covering(spans);
-  return std::string(uri.substr(0, p.begin)) + "***" + std::string(uri.substr(p.end));
+  std::string out;
+  std::size_t from = 0;
+  for (const Span& s : merged(password_spans(uri))) {
+    out.append(uri.substr(from, s.begin - from)).append("***");
+    from = s.end;
+  }
+  return out.append(uri.substr(from));
 }
 
 std::string scrub_secrets(std::string_view message, std::string_view uri) {
@@ -156,6 +178,34 @@ std::string scrub_secrets(std::string_view message, std::string_view uri) {
   std::sort(secrets.begin(), secrets.end(), [](const auto& a, const auto& b) { return a.size() > b.size(); });
   for (const std::string& s : secrets) replace_all(out, s, "***");
   return out;
+}
+
+std::optional<UserInfo> take_userinfo(std::string_view* rest) {
+  const auto at = rest->rfind('@');
+  if (at == std::string_view::npos) return std::nullopt;
+  const std::string_view userinfo = rest->substr(0, at);
+  rest->remove_prefix(at + 1);
+  UserInfo u;
+  const auto colon = userinfo.find(':');
+  u.user = std::string(userinfo.substr(0, colon));
+  if (colon != std::string_view::npos) u.password = std::string(userinfo.substr(colon + 1));
+  return u;
+}
+
+StatusOr<std::uint16_t> parse_port(std::string_view text) {
+  unsigned port = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), port);
+  if (ec != std::errc{} || end != text.data() + text.size() || port == 0 || port > 65535)
+    return invalid_argument("the port is not a number in 1..65535");
+  return static_cast<std::uint16_t>(port);
+}
+
+StatusOr<HostPort> parse_host_port(std::string_view text) {
+  const auto colon = text.rfind(':');
+  if (colon == std::string_view::npos || colon == 0) return invalid_argument("the server is not HOST:PORT");
+  auto port = parse_port(text.substr(colon + 1));
+  if (!port.ok()) return port.status();
+  return HostPort{std::string(text.substr(0, colon)), *port};
 }
 
 StatusOr<StoreUri> StoreUri::parse(std::string_view uri) {

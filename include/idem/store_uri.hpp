@@ -3,6 +3,7 @@
 // "?name=value&…" parameters (percent-encoded).
 #pragma once
 
+#include <cstdint>
 #include <initializer_list>
 #include <optional>
 #include <string>
@@ -36,6 +37,33 @@ struct StoreUri {
   StatusOr<double> param_double(std::string_view name, double fallback) const;
 };
 
+// The parts of a URI's authority "[USERINFO@]HOST[:PORT]" that every store and broker
+// parser shares. Each parser keeps its own rules on top (which parts are required,
+// whether they are percent-decoded) and prefixes errors with its scheme.
+
+// The user part of `*rest`, a URI's text after its "//": up to the LAST '@' (a decoded
+// password may hold '@'), split at its first ':'. Removes "USERINFO@" from `*rest`.
+// Returns nullopt, and leaves `*rest` as is, when `*rest` has no '@'.
+struct UserInfo {
+  std::string user;                     // before the first ':'; all of it without one
+  std::optional<std::string> password;  // after the first ':'; nullopt without one
+};
+std::optional<UserInfo> take_userinfo(std::string_view* rest);
+
+// Parses a TCP port, a decimal number in 1..65535. On anything else returns
+// kInvalidArgument "the port is not a number in 1..65535", without the text: a URI
+// whose '@' was forgotten puts its password where the port is read.
+StatusOr<std::uint16_t> parse_port(std::string_view text);
+
+// Splits "HOST:PORT" at its last ':' and parses PORT with parse_port(). Returns
+// kInvalidArgument "the server is not HOST:PORT" (without the text) when there is no
+// ':' or no host.
+struct HostPort {
+  std::string host;
+  std::uint16_t port = 0;
+};
+StatusOr<HostPort> parse_host_port(std::string_view text);
+
 // URIs as idem prints them: never with their password. Every message of the library
 // and of the idem command that echoes a store or broker URI passes it through these.
 //
@@ -45,7 +73,7 @@ struct StoreUri {
 // the password, as redis-cli -u reads it). The user part runs from the "//" to the
 // last '@' (or percent-encoded "%40", which the parsers decode to '@') ahead of the
 // query. A URI without "//…@" (a path, such as "sqlite:/data/a@b.db") is returned as
-// is.
+// is. The value of a "password=" query parameter (libpq reads one) is replaced too.
 std::string redact_uri(std::string_view uri);
 
 // Returns message with every occurrence of uri replaced by redact_uri(uri), and of

@@ -41,6 +41,39 @@ TEST(UriSecret, ThePasswordOfTheUserPartIsHidden) {
   EXPECT_EQ(redact_uri("redis-stream://u:secret@h:1/s?group=g"), "redis-stream://u:***@h:1/s?group=g");
 }
 
+TEST(UriSecret, APasswordParameterIsHidden) {
+  EXPECT_EQ(redact_uri("postgres://h/db?schema=s&password=secret&sslmode=disable"),
+            "postgres://h/db?schema=s&password=***&sslmode=disable");
+  EXPECT_EQ(redact_uri("postgres://u:one@h/db?password=two"), "postgres://u:***@h/db?password=***");
+  EXPECT_EQ(redact_uri("postgres://h/db?pass%77ord=secret"), "postgres://h/db?pass%77ord=***") << "decoded name";
+  EXPECT_EQ(redact_uri("postgres://h/db?password="), "postgres://h/db?password=") << "nothing to hide";
+  EXPECT_EQ(redact_uri("postgres://h/db?passwords=x"), "postgres://h/db?passwords=x") << "another parameter";
+  const std::string uri = "postgres://h/db?password=s%65cret";
+  EXPECT_EQ(scrub_secrets("FATAL: password secret for " + uri, uri),
+            "FATAL: password *** for postgres://h/db?password=***");
+}
+
+TEST(UriSecret, TheSharedAuthorityPartsParse) {
+  std::string_view rest = "al:ic:e@x@h:1/p";
+  auto u = take_userinfo(&rest);
+  ASSERT_TRUE(u.has_value());
+  EXPECT_EQ(u->user, "al");
+  EXPECT_EQ(u->password.value_or("-"), "ic:e@x") << "up to the last '@', split at the first ':'";
+  EXPECT_EQ(rest, "h:1/p");
+  std::string_view bare = "h:1";
+  EXPECT_FALSE(take_userinfo(&bare).has_value());
+  EXPECT_EQ(bare, "h:1");
+  auto hp = parse_host_port("[::1]:6379");
+  ASSERT_TRUE(hp.ok()) << hp.status().to_string();
+  EXPECT_EQ(hp->host, "[::1]");
+  EXPECT_EQ(hp->port, 6379);
+  for (const char* bad : {"h:0", "h:65536", "h:", "h:12x", ":1", "hunter2"}) {
+    auto r = parse_host_port(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().message().find(bad), std::string::npos) << "never echoed: " << r.status().message();
+  }
+}
+
 TEST(UriSecret, MessagesLoseTheUriPasswordAsWrittenAndDecoded) {
   const std::string uri = "redis://alice:s%65cret@host:6379";
   EXPECT_EQ(scrub_secrets("cannot open " + uri + ": AUTH secret refused", uri),

@@ -1,6 +1,4 @@
 // kafka://HOST:PORT[,HOST:PORT…]/TOPIC?group=G&… → Options.
-#include <charconv>
-
 #include "idem/kafka_source.hpp"
 #include "idem/store_uri.hpp"
 
@@ -13,14 +11,9 @@ Status take_brokers(std::string_view list, Options& o) {
   for (;;) {
     const auto comma = list.find(',');
     const std::string_view hp = list.substr(0, comma);
-    const auto colon = hp.rfind(':');
-    if (colon == std::string_view::npos || colon == 0) return bad("\"" + std::string(hp) + "\" is not HOST:PORT");
-    const std::string_view p = hp.substr(colon + 1);
-    unsigned port = 0;
-    auto [end, ec] = std::from_chars(p.data(), p.data() + p.size(), port);
-    if (ec != std::errc{} || end != p.data() + p.size() || port == 0 || port > 65535) {
-      return bad("bad port \"" + std::string(p) + "\"");
-    }
+    // Echoed: a kafka:// URI holds no credentials (take_userinfo refuses an '@').
+    if (auto parsed = parse_host_port(hp); !parsed.ok())
+      return bad("\"" + std::string(hp) + "\": " + parsed.status().message());
     o.brokers.emplace_back(hp);
     if (comma == std::string_view::npos) return ok_status();
     list.remove_prefix(comma + 1);

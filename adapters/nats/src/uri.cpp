@@ -1,6 +1,4 @@
 // nats://[USER:PASSWORD@]HOST:PORT?stream=S&durable=D&subject=SUBJ&… → Options.
-#include <charconv>
-
 #include "idem/nats_source.hpp"
 #include "idem/store_uri.hpp"
 
@@ -11,30 +9,20 @@ Status bad(const std::string& what) { return invalid_argument("nats URI: " + wha
 
 // Reads "USER:PASSWORD@" off the front of `rest` into o.
 Status take_userinfo(std::string_view& rest, Options& o) {
-  const auto at = rest.rfind('@');
-  if (at == std::string_view::npos) return ok_status();
-  const std::string_view userinfo = rest.substr(0, at);
-  rest.remove_prefix(at + 1);
-  const auto colon = userinfo.find(':');
-  if (colon == std::string_view::npos) return bad("want USER:PASSWORD@ before the host");
-  o.user = std::string(userinfo.substr(0, colon));
-  o.password = std::string(userinfo.substr(colon + 1));
-  if (o.user.empty()) return bad("empty user");
+  auto u = idem::take_userinfo(&rest);
+  if (!u) return ok_status();
+  if (!u->password) return bad("want USER:PASSWORD@ before the host");
+  if (u->user.empty()) return bad("empty user");
+  o.user = std::move(u->user);
+  o.password = std::move(*u->password);
   return ok_status();
 }
 
 Status take_host_port(std::string_view hostport, Options& o) {
-  const auto colon = hostport.rfind(':');
-  // The text is not echoed: without an '@' it may be a password.
-  if (colon == std::string_view::npos || colon == 0) return bad("the server is not HOST:PORT");
-  o.host = std::string(hostport.substr(0, colon));
-  const std::string_view p = hostport.substr(colon + 1);
-  unsigned port = 0;
-  auto [end, ec] = std::from_chars(p.data(), p.data() + p.size(), port);
-  if (ec != std::errc{} || end != p.data() + p.size() || port == 0 || port > 65535) {
-    return bad("the port is not a number in 1..65535");
-  }
-  o.port = static_cast<std::uint16_t>(port);
+  auto hp = parse_host_port(hostport);
+  if (!hp.ok()) return bad(hp.status().message());
+  o.host = std::move(hp->host);
+  o.port = hp->port;
   return ok_status();
 }
 

@@ -1,6 +1,4 @@
 // amqp://[USER[:PASSWORD]@]HOST[:PORT][/VHOST]?queue=Q&… → Options.
-#include <charconv>
-
 #include "idem/rabbitmq_source.hpp"
 #include "idem/store_uri.hpp"
 
@@ -33,34 +31,29 @@ bool decode(std::string_view in, std::string* out) {
   return true;
 }
 
-// Reads "[USER[:PASSWORD]@]" off the front of `rest` into o.
+// Reads "[USER[:PASSWORD]@]" off the front of `rest` into o, each part %-decoded (this
+// parser splits the URI before decoding it).
 Status take_userinfo(std::string_view& rest, Options& o) {
-  const auto at = rest.rfind('@');
-  if (at == std::string_view::npos) return ok_status();
-  const std::string_view userinfo = rest.substr(0, at);
-  rest.remove_prefix(at + 1);
-  const auto colon = userinfo.find(':');
-  if (!decode(userinfo.substr(0, colon), &o.user)) return bad("bad %-escape in the user");
+  const auto u = idem::take_userinfo(&rest);
+  if (!u) return ok_status();
+  if (!decode(u->user, &o.user)) return bad("bad %-escape in the user");
   o.password.clear();
-  if (colon != std::string_view::npos && !decode(userinfo.substr(colon + 1), &o.password)) {
-    return bad("bad %-escape in the password");
-  }
+  if (u->password && !decode(*u->password, &o.password)) return bad("bad %-escape in the password");
   if (o.user.empty()) return bad("empty user");
   return ok_status();
 }
 
+// "HOST[:PORT]": the port is optional here (AMQP's default).
 Status take_host_port(std::string_view hostport, Options& o) {
-  const auto colon = hostport.rfind(':');
-  o.host = std::string(hostport.substr(0, colon));
-  if (o.host.empty()) return bad("no host");
-  if (colon == std::string_view::npos) return ok_status();
-  const std::string_view p = hostport.substr(colon + 1);
-  unsigned port = 0;
-  auto [end, ec] = std::from_chars(p.data(), p.data() + p.size(), port);
-  if (ec != std::errc{} || end != p.data() + p.size() || port == 0 || port > 65535) {
-    return bad("the port is not a number in 1..65535");  // not echoed: without an '@' it may be a password
+  if (hostport.empty() || hostport.front() == ':') return bad("no host");
+  if (hostport.find(':') == std::string_view::npos) {
+    o.host = std::string(hostport);
+    return ok_status();
   }
-  o.port = static_cast<std::uint16_t>(port);
+  auto hp = parse_host_port(hostport);
+  if (!hp.ok()) return bad(hp.status().message());
+  o.host = std::move(hp->host);
+  o.port = hp->port;
   return ok_status();
 }
 

@@ -1,6 +1,4 @@
 // redis-stream://[[USER:]PASSWORD@]HOST:PORT/STREAM?group=G&… → Options.
-#include <charconv>
-
 #include "idem/redis_stream_source.hpp"
 #include "idem/store_uri.hpp"
 
@@ -9,35 +7,26 @@ namespace {
 
 Status bad(const std::string& what) { return invalid_argument("redis-stream URI: " + what); }
 
-// Reads "[[USER:]PASSWORD@]" off the front of `rest` into o.
+// Reads "[[USER:]PASSWORD@]" off the front of `rest` into o: without a ':' the whole
+// user part is the password, as redis-cli -u reads it.
 Status take_userinfo(std::string_view& rest, Options& o) {
-  const auto at = rest.rfind('@');
-  if (at == std::string_view::npos) return ok_status();
-  const std::string_view userinfo = rest.substr(0, at);
-  rest.remove_prefix(at + 1);
-  const auto colon = userinfo.find(':');
-  if (colon == std::string_view::npos) {
-    o.password = std::string(userinfo);
+  auto u = idem::take_userinfo(&rest);
+  if (!u) return ok_status();
+  if (u->password) {
+    o.user = std::move(u->user);
+    o.password = std::move(*u->password);
   } else {
-    o.user = std::string(userinfo.substr(0, colon));
-    o.password = std::string(userinfo.substr(colon + 1));
+    o.password = std::move(u->user);
   }
   if (o.password.empty()) return bad("empty password");
   return ok_status();
 }
 
 Status take_host_port(std::string_view hostport, Options& o) {
-  const auto colon = hostport.rfind(':');
-  // The text is not echoed: without an '@' it may be a password.
-  if (colon == std::string_view::npos || colon == 0) return bad("the server is not HOST:PORT");
-  o.host = std::string(hostport.substr(0, colon));
-  const std::string_view p = hostport.substr(colon + 1);
-  unsigned port = 0;
-  auto [end, ec] = std::from_chars(p.data(), p.data() + p.size(), port);
-  if (ec != std::errc{} || end != p.data() + p.size() || port == 0 || port > 65535) {
-    return bad("the port is not a number in 1..65535");
-  }
-  o.port = static_cast<std::uint16_t>(port);
+  auto hp = parse_host_port(hostport);
+  if (!hp.ok()) return bad(hp.status().message());
+  o.host = std::move(hp->host);
+  o.port = hp->port;
   return ok_status();
 }
 

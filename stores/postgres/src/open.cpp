@@ -68,20 +68,16 @@ StatusOr<Options> parse_uri(const StoreUri& uri) {
   Options o;
   auto& kv = o.connection;
   // The user part ends at the last '@' (a password may hold '@' once decoded).
-  if (const auto at = body.rfind('@'); at != std::string_view::npos) {
-    const std::string_view user = body.substr(0, at);
-    body.remove_prefix(at + 1);
-    const auto colon = user.find(':');
-    if (!user.substr(0, colon).empty()) set(kv, "user", std::string(user.substr(0, colon)));
-    if (colon != std::string_view::npos) set(kv, "password", std::string(user.substr(colon + 1)));
+  if (auto u = take_userinfo(&body)) {
+    if (!u->user.empty()) set(kv, "user", std::move(u->user));
+    if (u->password) set(kv, "password", std::move(*u->password));
   }
   const auto slash = body.find('/');
   std::string host, port;
   if (Status s = split_host(body.substr(0, slash), host, port); !s.ok()) return s;
   if (!host.empty()) set(kv, "host", host);
   if (!port.empty()) {
-    if (port.find_first_not_of("0123456789") != std::string::npos || port.size() > 5)
-      return invalid_argument("postgres: the port \"" + port + "\" is not a number");
+    if (!parse_port(port).ok()) return invalid_argument("postgres: the port is not a number in 1..65535");
     set(kv, "port", port);
   }
   if (slash != std::string_view::npos && slash + 1 < body.size())

@@ -97,17 +97,11 @@ StatusOr<std::shared_ptr<Store>> open(const Options& options) {
 namespace {
 
 StatusOr<Endpoint> parse_endpoint(std::string_view s) {
-  const auto colon = s.rfind(':');
-  if (colon == std::string_view::npos || colon == 0)
-    return invalid_argument("redis URI: a server is not HOST:PORT");  // not echoed: it may be a password
+  auto hp = parse_host_port(s);
+  if (!hp.ok()) return invalid_argument("redis URI: " + hp.status().message());
   Endpoint e;
-  e.host = std::string(s.substr(0, colon));
-  const std::string_view p = s.substr(colon + 1);
-  unsigned port = 0;
-  auto [end, ec] = std::from_chars(p.data(), p.data() + p.size(), port);
-  if (ec != std::errc{} || end != p.data() + p.size() || port == 0 || port > 65535)
-    return invalid_argument("redis URI: a port is not a number in 1..65535");
-  e.port = static_cast<std::uint16_t>(port);
+  e.host = std::move(hp->host);
+  e.port = hp->port;
   return e;
 }
 
@@ -123,15 +117,12 @@ StatusOr<Options> parse_uri(const StoreUri& u) {
   if (body.substr(0, 2) != "//") return invalid_argument("redis URI: expected redis://HOST:PORT");
   body.remove_prefix(2);
   Options o;
-  if (const auto at = body.rfind('@'); at != std::string_view::npos) {
-    const std::string_view userinfo = body.substr(0, at);
-    body.remove_prefix(at + 1);
-    const auto colon = userinfo.find(':');
-    if (colon == std::string_view::npos) {
-      o.password = std::string(userinfo);  // redis://password@host (as redis-cli -u)
+  if (auto info = take_userinfo(&body)) {
+    if (info->password) {
+      o.user = std::move(info->user);
+      o.password = std::move(*info->password);
     } else {
-      o.user = std::string(userinfo.substr(0, colon));
-      o.password = std::string(userinfo.substr(colon + 1));
+      o.password = std::move(info->user);  // redis://password@host (as redis-cli -u)
     }
     if (o.password.empty()) return invalid_argument("redis URI: empty password");
   }
