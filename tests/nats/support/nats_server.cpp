@@ -1,64 +1,21 @@
 #include "support/nats_server.hpp"
 
-#include <fcntl.h>
 #include <nats/nats.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
-#include <random>
 #include <thread>
+
+#include "support/child_process.hpp"
 
 namespace idem::nats_test {
 namespace {
 
 namespace fs = std::filesystem;
-
-bool port_free(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return false;
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(static_cast<std::uint16_t>(port));
-  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-  ::close(fd);
-  return ok;
-}
-
-int free_port() {
-  static std::mt19937 rng(static_cast<unsigned>(::getpid()) ^
-                          static_cast<unsigned>(std::chrono::steady_clock::now().time_since_epoch().count()));
-  for (int i = 0; i < 1000; ++i) {
-    const int p = 41000 + static_cast<int>(rng() % 9000);
-    if (port_free(p)) return p;
-  }
-  return 0;
-}
-
-pid_t spawn(const std::vector<std::string>& argv, const fs::path& out) {
-  const pid_t parent = ::getpid();
-  const pid_t pid = ::fork();
-  if (pid != 0) return pid;
-  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (::getppid() != parent) ::_exit(127);
-  const int fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-  if (fd >= 0) {
-    ::dup2(fd, 1);
-    ::dup2(fd, 2);
-    ::close(fd);
-  }
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  ::execvp(args[0], args.data());
-  ::_exit(127);
-}
+using test_support::spawn;
 
 // A short-lived client connection with its JetStream context.
 class Client {
@@ -102,7 +59,7 @@ StatusOr<std::unique_ptr<NatsServer>> NatsServer::start(ServerConfig config) {
   fs::create_directories(s->dir_);
   Status last = unavailable("no free port");
   for (int attempt = 0; attempt < 5; ++attempt) {
-    s->port_ = static_cast<std::uint16_t>(free_port());
+    s->port_ = test_support::free_port(41000, 9000);
     if (s->port_ == 0) continue;
     last = s->launch();
     if (last.ok()) return s;
@@ -163,8 +120,7 @@ Status NatsServer::wait_ready(int timeout_ms) {
 
 void NatsServer::kill() {
   if (pid_ <= 0) return;
-  ::kill(pid_, SIGKILL);
-  ::waitpid(pid_, nullptr, 0);
+  test_support::reap(pid_, SIGKILL);
   pid_ = -1;
 }
 

@@ -1,83 +1,33 @@
 #include "support/postgres_server.hpp"
 
-#include <fcntl.h>
-#include <grp.h>
-#include <netinet/in.h>
 #include <pwd.h>
 #include <signal.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <iostream>
-#include <random>
 #include <thread>
+
+#include "support/child_process.hpp"
 
 namespace idem::postgres_test {
 namespace {
 
 namespace fs = std::filesystem;
+using test_support::wait_exit;
 
 const fs::path kBin = "/usr/lib/postgresql/15/bin";
-
-bool port_free(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return false;
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(static_cast<std::uint16_t>(port));
-  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-  ::close(fd);
-  return ok;
-}
-
-int free_port() {
-  static std::mt19937 rng(static_cast<unsigned>(::getpid()) ^
-                          static_cast<unsigned>(std::chrono::steady_clock::now().time_since_epoch().count()));
-  for (int i = 0; i < 1000; ++i) {
-    const int p = 30000 + static_cast<int>(rng() % 20000);
-    if (port_free(p)) return p;
-  }
-  return 0;
-}
 
 // The user to run the server as: none when not root, else `postgres`.
 const passwd* server_user() { return ::geteuid() == 0 ? ::getpwnam("postgres") : nullptr; }
 
 // fork + exec as the server user, output to `out`, killed when this process dies.
 pid_t spawn(const std::vector<std::string>& argv, const fs::path& out) {
-  const passwd* pw = server_user();
-  const uid_t uid = pw ? pw->pw_uid : 0;
-  const gid_t gid = pw ? pw->pw_gid : 0;
-  const pid_t parent = ::getpid();
-  const pid_t pid = ::fork();
-  if (pid != 0) return pid;
-  const int fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-  if (fd >= 0) {
-    ::dup2(fd, 1);
-    ::dup2(fd, 2);
-    ::close(fd);
-  }
-  if (pw != nullptr) {
-    if (::setgroups(0, nullptr) != 0 || ::setgid(gid) != 0 || ::setuid(uid) != 0) ::_exit(126);
-  }
-  ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // after setuid, which clears it
-  if (::getppid() != parent) ::_exit(127);
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  ::execv(args[0], args.data());
-  ::_exit(127);
-}
-
-int wait_exit(pid_t pid) {
-  int status = 0;
-  if (::waitpid(pid, &status, 0) != pid) return -1;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  test_support::SpawnOptions options;
+  options.user = server_user();
+  return test_support::spawn(argv, out, options);
 }
 
 void own(const fs::path& p) {
@@ -141,7 +91,7 @@ StatusOr<std::unique_ptr<PostgresServer>> PostgresServer::start(ServerConfig con
     return unavailable("copying " + tmpl->string() + " failed (see " + (s->dir_ / "initdb.log").string() + ")");
   Status last = unavailable("no free port");
   for (int attempt = 0; attempt < 5; ++attempt) {
-    s->port_ = static_cast<std::uint16_t>(free_port());
+    s->port_ = test_support::free_port(30000, 20000);
     if (s->port_ == 0) continue;
     last = s->launch();
     if (last.ok()) return s;

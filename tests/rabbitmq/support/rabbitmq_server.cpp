@@ -2,10 +2,8 @@
 
 #include <amqp.h>
 #include <amqp_tcp_socket.h>
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -15,10 +13,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <random>
 #include <thread>
 
-extern char** environ;
+#include "support/child_process.hpp"
 
 namespace idem::rabbitmq_test {
 namespace {
@@ -27,18 +24,6 @@ namespace fs = std::filesystem;
 
 constexpr const char* kServer = "/usr/lib/rabbitmq/bin/rabbitmq-server";
 constexpr const char* kEpmd = "/usr/bin/epmd";
-
-bool port_free(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return false;
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_ANY);
-  a.sin_port = htons(static_cast<std::uint16_t>(port));
-  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-  ::close(fd);
-  return ok;
-}
 
 bool accepts(int port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -52,54 +37,10 @@ bool accepts(int port) {
   return ok;
 }
 
-std::uint16_t free_port() {
-  static std::mt19937 rng(static_cast<unsigned>(::getpid()) ^
-                          static_cast<unsigned>(std::chrono::steady_clock::now().time_since_epoch().count()));
-  for (int i = 0; i < 1000; ++i) {
-    const int p = 30000 + static_cast<int>(rng() % 20000);
-    if (port_free(p)) return static_cast<std::uint16_t>(p);
-  }
-  return 0;
-}
+std::uint16_t free_port() { return test_support::free_port(30000, 20000); }
 
-// fork + execve(path, argv, this environment + `env`), the child killed when this
-// process dies, its output appended to `out`.
-pid_t spawn(const char* path, const std::vector<std::string>& argv, const std::vector<std::string>& env,
-            const fs::path& out) {
-  std::vector<std::string> envs(env);
-  for (char** e = environ; *e != nullptr; ++e) {
-    const std::string entry(*e);
-    const std::string key = entry.substr(0, entry.find('=') + 1);
-    bool overridden = false;
-    for (const auto& mine : env) overridden = overridden || mine.rfind(key, 0) == 0;
-    if (!overridden) envs.push_back(entry);
-  }
-  std::vector<char*> args, envp;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  for (const auto& e : envs) envp.push_back(const_cast<char*>(e.c_str()));
-  envp.push_back(nullptr);
-  const pid_t parent = ::getpid();
-  const pid_t pid = ::fork();
-  if (pid != 0) return pid;
-  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (::getppid() != parent) ::_exit(127);
-  const int in = ::open("/dev/null", O_RDONLY);
-  if (in >= 0) ::dup2(in, 0);
-  const int fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-  if (fd >= 0) {
-    ::dup2(fd, 1);
-    ::dup2(fd, 2);
-  }
-  ::execve(path, args.data(), envp.data());
-  ::_exit(127);
-}
-
-void reap(pid_t pid, int sig) {
-  if (pid <= 0) return;
-  ::kill(pid, sig);
-  ::waitpid(pid, nullptr, 0);
-}
+using test_support::reap;
+using test_support::spawn;
 
 // A logged-in AMQP connection with channel 1 open, for the checks below.
 class Amqp {
@@ -185,8 +126,7 @@ std::string RabbitServer::uri(const std::string& queue) const {
 // The node's epmd, a child of this process (the node would otherwise start one that
 // outlives the test), on a private port so nodes of other tests never meet it.
 Status RabbitServer::start_epmd() {
-  epmd_pid_ =
-      spawn(kEpmd, {kEpmd, "-port", std::to_string(epmd_port_), "-address", "127.0.0.1"}, {}, dir_ / "epmd.log");
+  epmd_pid_ = spawn({kEpmd, "-port", std::to_string(epmd_port_), "-address", "127.0.0.1"}, dir_ / "epmd.log");
   if (epmd_pid_ < 0) return unavailable("fork failed");
   for (int i = 0; i < 200; ++i) {
     if (accepts(epmd_port_)) return ok_status();
@@ -211,7 +151,9 @@ Status RabbitServer::launch() {
                                         "RABBITMQ_CONFIG_FILE=" + d + "/rabbitmq",
                                         "RABBITMQ_ALLOW_INPUT=1",
                                         "RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS=-noinput"};
-  pid_ = spawn(kServer, {kServer}, env, dir_ / "stdout.log");
+  test_support::SpawnOptions options;
+  options.env = std::move(env);
+  pid_ = spawn({kServer}, dir_ / "stdout.log", options);
   if (pid_ < 0) return unavailable("fork failed");
   Status s = wait_ready(60'000);
   if (!s.ok()) kill();

@@ -1,74 +1,25 @@
 #include "support/redis_server.hpp"
 
-#include <fcntl.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
-#include <random>
 #include <thread>
 
 #include "connection.hpp"
+#include "support/child_process.hpp"
 
 namespace idem::redis_test {
 namespace {
 
 namespace fs = std::filesystem;
+using test_support::reap;
+using test_support::spawn;
 
-bool port_free(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return false;
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(static_cast<std::uint16_t>(port));
-  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-  ::close(fd);
-  return ok;
-}
-
-// A port p in [20000, 30000) with p and p + 10000 (the cluster bus) free.
-int free_port() {
-  static std::mt19937 rng(static_cast<unsigned>(::getpid()) ^
-                          static_cast<unsigned>(std::chrono::steady_clock::now().time_since_epoch().count()));
-  for (int i = 0; i < 1000; ++i) {
-    const int p = 20000 + static_cast<int>(rng() % 10000);
-    if (port_free(p) && port_free(p + 10000)) return p;
-  }
-  return 0;
-}
-
-// fork + exec with the child killed when this process dies.
-pid_t spawn(const std::vector<std::string>& argv, const fs::path& out) {
-  const pid_t parent = ::getpid();
-  const pid_t pid = ::fork();
-  if (pid != 0) return pid;
-  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (::getppid() != parent) ::_exit(127);
-  const int fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-  if (fd >= 0) {
-    ::dup2(fd, 1);
-    ::dup2(fd, 2);
-    ::close(fd);
-  }
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  ::execvp(args[0], args.data());
-  ::_exit(127);
-}
-
-void reap(pid_t pid, int sig) {
-  if (pid <= 0) return;
-  ::kill(pid, sig);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-}
+// A port p with p + 10000 (the cluster bus) free too.
+std::uint16_t free_port() { return test_support::free_port(20000, 10000, 10000); }
 
 }  // namespace
 
@@ -96,7 +47,7 @@ StatusOr<std::unique_ptr<RedisServer>> RedisServer::start(ServerConfig config) {
   fs::create_directories(s->dir_);
   Status last = unavailable("no free port");
   for (int attempt = 0; attempt < 5; ++attempt) {
-    s->port_ = static_cast<std::uint16_t>(free_port());
+    s->port_ = free_port();
     if (s->port_ == 0) continue;
     last = s->launch();
     if (last.ok()) return s;
@@ -116,10 +67,23 @@ std::string RedisServer::uri() const {
 }
 
 Status RedisServer::launch() {
-  std::vector<std::string> argv = {"redis-server",  "--port",   std::to_string(port_), "--bind", "127.0.0.1",
-                                   "--dir",         dir_.string(), "--daemonize", "no", "--logfile",
-                                   (dir_ / "redis.log").string(), "--save", "",
-                                   "--repl-diskless-sync-delay", "0", "--enable-debug-command", "local"};
+  std::vector<std::string> argv = {"redis-server",
+                                   "--port",
+                                   std::to_string(port_),
+                                   "--bind",
+                                   "127.0.0.1",
+                                   "--dir",
+                                   dir_.string(),
+                                   "--daemonize",
+                                   "no",
+                                   "--logfile",
+                                   (dir_ / "redis.log").string(),
+                                   "--save",
+                                   "",
+                                   "--repl-diskless-sync-delay",
+                                   "0",
+                                   "--enable-debug-command",
+                                   "local"};
   if (config_.persistence) {
     argv.insert(argv.end(), {"--appendonly", "yes", "--appendfsync", "always"});
   } else {
