@@ -3,25 +3,35 @@
 include(CMakeFindDependencyMacro)
 find_package(PkgConfig QUIET)
 
+# idem_find_library(NAME MODULE HEADER LIBRARY [SUFFIX DIR]): the IMPORTED target
+# idem_deps::NAME from pkg-config's MODULE, else from find_path(HEADER) (under DIR
+# when given) and find_library(LIBRARY). Does nothing if the target exists.
+function(idem_find_library name module header library)
+  cmake_parse_arguments(F "" "SUFFIX" "" ${ARGN})
+  if(TARGET idem_deps::${name})
+    return()
+  endif()
+  string(TOUPPER ${name} upper)
+  if(PkgConfig_FOUND)
+    pkg_check_modules(IDEM_${upper} QUIET IMPORTED_TARGET ${module})
+  endif()
+  add_library(idem_deps::${name} INTERFACE IMPORTED)
+  if(TARGET PkgConfig::IDEM_${upper})
+    target_link_libraries(idem_deps::${name} INTERFACE PkgConfig::IDEM_${upper})
+  else()
+    find_path(IDEM_${upper}_INCLUDE_DIR ${header} PATH_SUFFIXES ${F_SUFFIX} REQUIRED)
+    find_library(IDEM_${upper}_LIBRARY ${library} REQUIRED)
+    target_include_directories(idem_deps::${name} INTERFACE ${IDEM_${upper}_INCLUDE_DIR})
+    target_link_libraries(idem_deps::${name} INTERFACE ${IDEM_${upper}_LIBRARY})
+  endif()
+endfunction()
+
 if(NOT TARGET spdlog::spdlog)
   find_dependency(spdlog CONFIG)
 endif()
 
-# xxHash (libxxhash-dev): pkg-config, else find_path/find_library.
-if(NOT TARGET idem_deps::xxhash)
-  if(PkgConfig_FOUND)
-    pkg_check_modules(IDEM_XXHASH QUIET IMPORTED_TARGET libxxhash)
-  endif()
-  add_library(idem_deps::xxhash INTERFACE IMPORTED)
-  if(TARGET PkgConfig::IDEM_XXHASH)
-    target_link_libraries(idem_deps::xxhash INTERFACE PkgConfig::IDEM_XXHASH)
-  else()
-    find_path(IDEM_XXHASH_INCLUDE_DIR xxhash.h REQUIRED)
-    find_library(IDEM_XXHASH_LIBRARY xxhash REQUIRED)
-    target_include_directories(idem_deps::xxhash INTERFACE ${IDEM_XXHASH_INCLUDE_DIR})
-    target_link_libraries(idem_deps::xxhash INTERFACE ${IDEM_XXHASH_LIBRARY})
-  endif()
-endif()
+# xxHash (libxxhash-dev).
+idem_find_library(xxhash libxxhash xxhash.h xxhash)
 
 if(IDEM_WITH_SQLITE AND NOT TARGET SQLite::SQLite3)
   find_dependency(SQLite3)
@@ -43,90 +53,31 @@ if(IDEM_WITH_BLOOM AND NOT TARGET idem_deps::bloom)
     INTERFACE_INCLUDE_DIRECTORIES ${IDEM_BLOOM_INCLUDE_DIR})
 endif()
 
-# hiredis (libhiredis-dev 0.14): pkg-config (an unversioned find_package(Hiredis) fails
-# on Debian), else find_path/find_library; wrapped in idem_deps::hiredis.
-# Include as <hiredis/hiredis.h>.
-if((IDEM_WITH_REDIS OR IDEM_WITH_REDIS_STREAMS) AND NOT TARGET idem_deps::hiredis)
-  if(PkgConfig_FOUND)
-    pkg_check_modules(IDEM_HIREDIS QUIET IMPORTED_TARGET hiredis)
-  endif()
-  add_library(idem_deps::hiredis INTERFACE IMPORTED)
-  if(TARGET PkgConfig::IDEM_HIREDIS)
-    target_link_libraries(idem_deps::hiredis INTERFACE PkgConfig::IDEM_HIREDIS)
-  else()
-    find_path(IDEM_HIREDIS_INCLUDE_DIR hiredis/hiredis.h REQUIRED)
-    find_library(IDEM_HIREDIS_LIBRARY hiredis REQUIRED)
-    target_include_directories(idem_deps::hiredis INTERFACE ${IDEM_HIREDIS_INCLUDE_DIR})
-    target_link_libraries(idem_deps::hiredis INTERFACE ${IDEM_HIREDIS_LIBRARY})
-  endif()
+# hiredis (libhiredis-dev 0.14): pkg-config, as an unversioned find_package(Hiredis)
+# fails on Debian. Include as <hiredis/hiredis.h>.
+if(IDEM_WITH_REDIS OR IDEM_WITH_REDIS_STREAMS)
+  idem_find_library(hiredis hiredis hiredis/hiredis.h hiredis)
 endif()
 
-# rabbitmq-c (librabbitmq-dev 0.11): pkg-config, else find_path/find_library; wrapped
-# in idem_deps::rabbitmq. Include as <amqp.h> (Debian's 0.11 has no <rabbitmq-c/amqp.h>).
-if(IDEM_WITH_RABBITMQ AND NOT TARGET idem_deps::rabbitmq)
-  if(PkgConfig_FOUND)
-    pkg_check_modules(IDEM_RABBITMQ QUIET IMPORTED_TARGET librabbitmq)
-  endif()
-  add_library(idem_deps::rabbitmq INTERFACE IMPORTED)
-  if(TARGET PkgConfig::IDEM_RABBITMQ)
-    target_link_libraries(idem_deps::rabbitmq INTERFACE PkgConfig::IDEM_RABBITMQ)
-  else()
-    find_path(IDEM_RABBITMQ_INCLUDE_DIR amqp.h REQUIRED)
-    find_library(IDEM_RABBITMQ_LIBRARY rabbitmq REQUIRED)
-    target_include_directories(idem_deps::rabbitmq INTERFACE ${IDEM_RABBITMQ_INCLUDE_DIR})
-    target_link_libraries(idem_deps::rabbitmq INTERFACE ${IDEM_RABBITMQ_LIBRARY})
-  endif()
+# rabbitmq-c (librabbitmq-dev 0.11). Include as <amqp.h> (Debian's 0.11 has no
+# <rabbitmq-c/amqp.h>).
+if(IDEM_WITH_RABBITMQ)
+  idem_find_library(rabbitmq librabbitmq amqp.h rabbitmq)
 endif()
 
-# nats.c (libnats-dev 3.4): pkg-config libnats, else find_path/find_library; wrapped
-# in idem_deps::nats. Include as <nats/nats.h>.
-if(IDEM_WITH_NATS AND NOT TARGET idem_deps::nats)
-  if(PkgConfig_FOUND)
-    pkg_check_modules(IDEM_NATS QUIET IMPORTED_TARGET libnats)
-  endif()
-  add_library(idem_deps::nats INTERFACE IMPORTED)
-  if(TARGET PkgConfig::IDEM_NATS)
-    target_link_libraries(idem_deps::nats INTERFACE PkgConfig::IDEM_NATS)
-  else()
-    find_path(IDEM_NATS_INCLUDE_DIR nats/nats.h REQUIRED)
-    find_library(IDEM_NATS_LIBRARY nats REQUIRED)
-    target_include_directories(idem_deps::nats INTERFACE ${IDEM_NATS_INCLUDE_DIR})
-    target_link_libraries(idem_deps::nats INTERFACE ${IDEM_NATS_LIBRARY})
-  endif()
+# nats.c (libnats-dev 3.4). Include as <nats/nats.h>.
+if(IDEM_WITH_NATS)
+  idem_find_library(nats libnats nats/nats.h nats)
 endif()
 
-# librdkafka (librdkafka-dev 2.0): pkg-config `rdkafka`, else find_path/find_library;
-# wrapped in idem_deps::rdkafka. Include as <librdkafka/rdkafka.h>.
-if(IDEM_WITH_KAFKA AND NOT TARGET idem_deps::rdkafka)
-  if(PkgConfig_FOUND)
-    pkg_check_modules(IDEM_RDKAFKA QUIET IMPORTED_TARGET rdkafka)
-  endif()
-  add_library(idem_deps::rdkafka INTERFACE IMPORTED)
-  if(TARGET PkgConfig::IDEM_RDKAFKA)
-    target_link_libraries(idem_deps::rdkafka INTERFACE PkgConfig::IDEM_RDKAFKA)
-  else()
-    find_path(IDEM_RDKAFKA_INCLUDE_DIR librdkafka/rdkafka.h REQUIRED)
-    find_library(IDEM_RDKAFKA_LIBRARY rdkafka REQUIRED)
-    target_include_directories(idem_deps::rdkafka INTERFACE ${IDEM_RDKAFKA_INCLUDE_DIR})
-    target_link_libraries(idem_deps::rdkafka INTERFACE ${IDEM_RDKAFKA_LIBRARY})
-  endif()
+# librdkafka (librdkafka-dev 2.0). Include as <librdkafka/rdkafka.h>.
+if(IDEM_WITH_KAFKA)
+  idem_find_library(rdkafka rdkafka librdkafka/rdkafka.h rdkafka)
 endif()
 
-# libpq (libpq-dev 15): pkg-config, else find_path/find_library; wrapped in
-# idem_deps::libpq. Include as <libpq-fe.h>.
-if(IDEM_WITH_POSTGRES AND NOT TARGET idem_deps::libpq)
-  if(PkgConfig_FOUND)
-    pkg_check_modules(IDEM_LIBPQ QUIET IMPORTED_TARGET libpq)
-  endif()
-  add_library(idem_deps::libpq INTERFACE IMPORTED)
-  if(TARGET PkgConfig::IDEM_LIBPQ)
-    target_link_libraries(idem_deps::libpq INTERFACE PkgConfig::IDEM_LIBPQ)
-  else()
-    find_path(IDEM_LIBPQ_INCLUDE_DIR libpq-fe.h PATH_SUFFIXES postgresql REQUIRED)
-    find_library(IDEM_LIBPQ_LIBRARY pq REQUIRED)
-    target_include_directories(idem_deps::libpq INTERFACE ${IDEM_LIBPQ_INCLUDE_DIR})
-    target_link_libraries(idem_deps::libpq INTERFACE ${IDEM_LIBPQ_LIBRARY})
-  endif()
+# libpq (libpq-dev 15). Include as <libpq-fe.h>.
+if(IDEM_WITH_POSTGRES)
+  idem_find_library(libpq libpq libpq-fe.h pq SUFFIX postgresql)
 endif()
 
 # yaml-cpp (libyaml-cpp-dev 0.7): its CMake config package defines the unnamespaced
