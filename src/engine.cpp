@@ -189,7 +189,7 @@ std::vector<Decision> Pipeline::process_batch(std::span<const MessageView> ms, H
     auto statuses = timed_store([&] { return impl_.store->commit_batch(commits); });
     for (std::size_t k = 0; k < commit_index.size(); ++k) {
       const std::size_t i = commit_index[k];
-      out[i] = after_commit(statuses[k], runs[i], std::move(out[i]));
+      after_commit(statuses[k], runs[i], out[i]);
     }
   }
   for (std::size_t i = 0; i < ms.size(); ++i) {

@@ -270,7 +270,7 @@ void GatedBatch::land_message(std::size_t i, const Status& s) {
     (void)store_.release(p_.release_req(key_names_[kid], *ms_[i].id, false));
     out_[i] = p_.concurrent_update(s);
   } else {
-    out_[i] = p_.after_commit(s, runs_[i], std::move(out_[i]));
+    p_.after_commit(s, runs_[i], out_[i]);
   }
   if (!s.ok()) {
     forget(kid);
@@ -285,7 +285,8 @@ void GatedBatch::land_absorbed(Absorbed& a, const Status& s) {
     (void)store_.release(p_.release_req(key_names_[a.key], a.entry.id, false));
     d = p_.concurrent_update(s);
   } else {
-    d = p_.after_commit(s, a.run, Decision::ack(Reason::kProcessed));
+    d = Decision::ack(Reason::kProcessed);
+    p_.after_commit(s, a.run, d);
   }
   p_.report_paced(a.entry, d, &a.gate);
   if (s.ok()) {

@@ -162,7 +162,8 @@ Decision Engine::process_ahead(const MessageView& m, HandlerThunk h, const Messa
     } else {
       s = p.timed_store([&] { return store.commit(commit); });
     }
-    return p.after_commit(s, run, std::move(ok));
+    p.after_commit(s, run, ok);
+    return ok;
   }();
   if (start && m.received_at) metrics_->queue_wait.record(*start - *m.received_at);
   p.finish(m, d, start);

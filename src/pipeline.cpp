@@ -96,19 +96,19 @@ ReleaseRequest Pipeline::release_req(EntityKey key, std::string_view id, bool co
   return {id, o_.owner, count_retry, last_, o_.ttl, key};
 }
 
-Decision Pipeline::after_commit(const Status& s, const Run& run, Decision d) {
+void Pipeline::after_commit(const Status& s, const Run& run, Decision& d) {
   if (s.ok()) {
     d.result = run.result;
     note_commit();
-    return d;
+    return;
   }
   if (s.code() == StatusCode::kFailedPrecondition) {
     log_warn(impl_.log, "idem: lease lost before commit: {}", s.message());
-    Decision lost = Decision::ack(Reason::kLeaseLost);
-    lost.detail = s.message();
-    return lost;
+    d = Decision::ack(Reason::kLeaseLost);
+    d.detail = s.message();
+    return;
   }
-  return store_failure(s);
+  d = store_failure(s);
 }
 
 Decision Pipeline::after_failure(EntityKey key, std::string_view id, std::optional<std::uint64_t> fp,
@@ -177,7 +177,11 @@ Decision Pipeline::at_most_once(const MessageView& m, HandlerThunk h, std::size_
   if (claim->status != ClaimStatus::kNew) return answer_existing(*claim);
   Status s = timed_store(
       [&] { return impl_.store->commit(commit_request(std::nullopt, *m.id, fp, Outcome::kProcessed, std::nullopt)); });
-  if (!s.ok()) return after_commit(s, Run{}, Decision::ack(Reason::kProcessed));
+  if (!s.ok()) {
+    Decision d = Decision::ack(Reason::kProcessed);
+    after_commit(s, Run{}, d);
+    return d;
+  }
   note_commit();
   HandlerContext ctx;
   ContextAccess::init(ctx, &engine_, *m.id, claim->retries + 1, o_.guarantee, start, nullptr);
@@ -274,34 +278,33 @@ Decision Pipeline::fail_open_or_closed(const MessageView& m, HandlerThunk h, std
 
 Decision Pipeline::process(const MessageView& m, HandlerThunk h, std::size_t index) {
   std::optional<TimePoint> start;
-  Decision d = [&] {
-    if (auto bad_decision = validate(m)) return *bad_decision;
-    if (auto bad_decision = validate_entity(m)) return *bad_decision;
-    if (auto dropped = watermark_filter(m)) return *dropped;
-    maybe_tick(h);
-    TimePoint t{};
-    Decision r;
-    switch (o_.guarantee) {
-      case Guarantee::kAtLeastOnce:
-        r = at_least_once(m, h, index, t);
-        break;
-      case Guarantee::kAtMostOnce:
-        r = at_most_once(m, h, index, t);
-        break;
-      case Guarantee::kEffectivelyOnce:
-      case Guarantee::kManual:
-        r = effectively_once(m, h, index, t);
-        break;
-    }
-    start = t;
-    if (m.received_at) metrics_.queue_wait.record(t - *m.received_at);
-    return r;
-  }();
+  Decision d = decide(m, h, index, start);
+  if (start && m.received_at) metrics_.queue_wait.record(*start - *m.received_at);
   if (o_.ordering.mode == Ordering::kWatermark && d.action != Action::kRetry && d.action != Action::kHold &&
       d.reason != Reason::kBadMessage)
     impl_.watermarks.advance(*m.stream, *m.position);
   finish(m, d, start);
   return d;
+}
+
+Decision Pipeline::decide(const MessageView& m, HandlerThunk h, std::size_t index, std::optional<TimePoint>& start) {
+  if (auto bad_decision = validate(m)) return std::move(*bad_decision);
+  if (o_.ordering.mode != Ordering::kNone || entity_gated(o_)) {
+    if (auto bad_decision = validate_entity(m)) return std::move(*bad_decision);
+    if (auto dropped = watermark_filter(m)) return std::move(*dropped);
+    maybe_tick(h);
+  }
+  start.emplace();
+  switch (o_.guarantee) {
+    case Guarantee::kAtLeastOnce:
+      return at_least_once(m, h, index, *start);
+    case Guarantee::kAtMostOnce:
+      return at_most_once(m, h, index, *start);
+    case Guarantee::kEffectivelyOnce:
+    case Guarantee::kManual:
+      break;
+  }
+  return effectively_once(m, h, index, *start);
 }
 
 void Pipeline::maybe_tick(HandlerThunk h) {

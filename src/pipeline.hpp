@@ -104,6 +104,13 @@ struct ContextAccess {
     ctx.transaction_ = txn;
   }
   static Manual manual(const HandlerContext& ctx) { return ctx.manual_; }
+  // Moves r's result and error into run (r is left without them).
+  static void take(HandlerResult& r, Run& run) {
+    run.kind = r.kind_;
+    run.result = std::move(r.result_);
+    run.error = std::move(r.error_);
+    run.delay = r.delay_;
+  }
   static void set_outbox(HandlerContext& ctx, std::vector<OutboxEntry>* out) { ctx.outbox_ = out; }
   static const std::string& publish_error(const HandlerContext& ctx) { return ctx.publish_error_; }
   static Duration nack_delay(const HandlerContext& ctx) { return ctx.nack_delay_; }
@@ -172,8 +179,9 @@ class Pipeline {
   // The release of `id`'s lease at last_ (a failed attempt counted iff count_retry).
   ReleaseRequest release_req(EntityKey key, std::string_view id, bool count_retry) const;
 
-  // The decision after a successful handler run whose commit returned `s`.
-  Decision after_commit(const Status& s, const Run& run, Decision d);
+  // Settles d, the decision of a successful handler run, once its commit returned `s`:
+  // with the run's result if it landed, else a lease-lost or store-failure decision.
+  void after_commit(const Status& s, const Run& run, Decision& d);
 
   // A failed run under a lease: dead-letter at the cap, else release and retry.
   // Under strict ordering a dead-lettered message still uses up its version (`gate`),
@@ -282,6 +290,9 @@ class Pipeline {
 
   // The single-message path: validates, gates and decides m, then counts the decision.
   Decision process(const MessageView& m, HandlerThunk h, std::size_t index);
+  // process() before the counting: m's decision; sets `start` when m reached its
+  // guarantee's path (when its handler or decision started).
+  Decision decide(const MessageView& m, HandlerThunk h, std::size_t index, std::optional<TimePoint>& start);
 
   // Strict ordering: runs tick_all() when gap_timeout / 4 has passed since the last
   // tick (one thread at a time).
@@ -313,10 +324,7 @@ Run Pipeline::run_handler_with(F&& f, HandlerContext& ctx, TimePoint start) {
   Run run;
   try {
     HandlerResult r = f(ctx);
-    run.kind = r.kind();
-    run.result = r.result();
-    run.error = r.error();
-    run.delay = r.delay();
+    ContextAccess::take(r, run);
     if (run.kind == HandlerResult::Kind::kRetryRequested) run.failure_reason = Reason::kRetryRequested;
   } catch (const std::exception& e) {
     run.kind = HandlerResult::Kind::kFailed;
@@ -397,6 +405,7 @@ Decision Pipeline::run_claimed(std::string_view id, std::optional<std::uint64_t>
     }
     return store_failure(s);
   }
-  return after_commit(s, run, std::move(d));
+  after_commit(s, run, d);
+  return d;
 }
 }  // namespace idem::detail

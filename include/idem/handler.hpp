@@ -53,6 +53,7 @@ class HandlerResult {
   Duration delay() const { return delay_; }
 
  private:
+  friend struct detail::ContextAccess;  // moves the strings out rather than copying them
   explicit HandlerResult(Kind k) : kind_(k) {}
   Kind kind_;
   std::optional<std::string> result_;
