@@ -118,6 +118,7 @@ std::vector<Decision> Pipeline::process_batch(std::span<const MessageView> ms, H
   // Validate; find each id's first copy in the batch.
   std::vector<bool> finished(ms.size(), false);  // decided and counted by process()
   std::vector<std::size_t> firsts;
+  firsts.reserve(ms.size());
   std::vector<std::size_t> repeats;  // later copies of an id seen earlier in the batch
   BatchIndex seen(ms.size());
   for (std::size_t i = 0; i < ms.size(); ++i) {
@@ -144,7 +145,9 @@ std::vector<Decision> Pipeline::process_batch(std::span<const MessageView> ms, H
 
   // Run handlers in input order; successes are committed together.
   std::vector<CommitRequest> commits;
+  commits.reserve(firsts.size());
   std::vector<std::size_t> commit_index;
+  commit_index.reserve(firsts.size());
   std::vector<Run> runs(ms.size());
   std::vector<std::optional<TimePoint>> handler_start(ms.size());
   for (std::size_t k = 0; k < firsts.size(); ++k) {

@@ -65,14 +65,18 @@ HistogramSnapshot Histogram::snapshot() const {
 }
 
 void Metrics::count(const Decision& d) {
-  decisions_[static_cast<int>(d.reason)].fetch_add(1, kRelaxed);
-  actions_[static_cast<int>(d.action)].fetch_add(1, kRelaxed);
+  decisions_[static_cast<int>(d.reason) * kActions + static_cast<int>(d.action)].fetch_add(1, kRelaxed);
 }
 
 MetricsSnapshot Metrics::snapshot() const {
   MetricsSnapshot s;
-  for (int i = 0; i < kReasonCount; ++i) s.decisions[i] = decisions_[i].load(kRelaxed);
-  for (int i = 0; i < 4; ++i) s.actions[i] = actions_[i].load(kRelaxed);
+  for (int r = 0; r < kReasonCount; ++r) {
+    for (int a = 0; a < kActions; ++a) {
+      const std::uint64_t n = decisions_[r * kActions + a].load(kRelaxed);
+      s.decisions[r] += n;
+      s.actions[a] += n;
+    }
+  }
   s.ack_timeout_warnings = ack_timeouts_.load(kRelaxed);
   s.store_latency = store_latency.snapshot();
   s.handler_latency = handler_latency.snapshot();

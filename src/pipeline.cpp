@@ -131,7 +131,15 @@ Decision Pipeline::after_failure(EntityKey key, std::string_view id, std::option
 
 void Pipeline::note_commit() {
   if (o_.purge_every == 0) return;
-  if (impl_.commits.fetch_add(1, std::memory_order_relaxed) % o_.purge_every != o_.purge_every - 1) return;
+  // A load and a store rather than an atomic increment (a locked instruction per
+  // message): commits that race on several threads may count once, which only delays
+  // a purge a little.
+  const std::uint64_t n = impl_.commits.load(std::memory_order_relaxed) + 1;
+  if (n < o_.purge_every) {
+    impl_.commits.store(n, std::memory_order_relaxed);
+    return;
+  }
+  impl_.commits.store(0, std::memory_order_relaxed);
   auto r = timed_store([&] { return impl_.store->purge_expired(last_, o_.purge_batch); });
   if (!r.ok()) log_warn(impl_.log, "idem: purge of expired records failed: {}", r.status().to_string());
 }

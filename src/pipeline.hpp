@@ -62,7 +62,7 @@ struct Engine::Impl {
   Store* store = nullptr;
   bool time_store = true;  // latency_metrics, and the store is not in_process
   std::atomic<bool> warned_manual{false};
-  std::atomic<std::uint64_t> commits{0};
+  std::atomic<std::uint64_t> commits{0};  // since the last purge (note_commit)
 
   Watermarks watermarks;  // Ordering::kWatermark
 

@@ -88,8 +88,10 @@ class Metrics {
   std::string prometheus(std::string_view prefix = "idem") const;
 
  private:
-  std::array<std::atomic<std::uint64_t>, kReasonCount> decisions_{};
-  std::array<std::atomic<std::uint64_t>, 4> actions_{};
+  // Decisions by (reason, action), at reason * kActions + action: one update per
+  // decision; the snapshot sums them by reason and by action.
+  static constexpr int kActions = 4;
+  std::array<std::atomic<std::uint64_t>, kReasonCount * kActions> decisions_{};
   std::atomic<std::uint64_t> ack_timeouts_{0};
   std::atomic<std::uint64_t> drained_{0};
   std::atomic<std::uint64_t> skipped_{0};

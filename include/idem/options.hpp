@@ -90,7 +90,8 @@ struct ConsumerOptions {
   std::string owner;
 
   // Run store->purge_expired(now, purge_batch) after every purge_every commits, so
-  // expired records go in small bounded steps. 0 disables; default every 1000.
+  // expired records go in small bounded steps (commits that race on several threads
+  // may count as one, which delays a purge a little). 0 disables; default every 1000.
   // Keep purge_batch >= purge_every: a store whose records expire as fast as they
   // arrive needs that many removals per step to stay bounded. Default 1024.
   std::size_t purge_every = 1000;
