@@ -9,6 +9,7 @@
 #include "idem/request_checks.hpp"
 #include "memory_entities.hpp"
 #include "record_table.hpp"
+#include "shard_lock.hpp"
 
 namespace idem {
 namespace {
@@ -45,7 +46,7 @@ class Shard {
   explicit Shard(std::size_t cap) : cap_(cap) {}
 
   // The lock that guards this shard (claim_locked, commit_locked).
-  std::unique_lock<std::mutex> lock() { return std::unique_lock<std::mutex>(mu_); }
+  std::unique_lock<memory_detail::ShardLock> lock() { return std::unique_lock<memory_detail::ShardLock>(mu_); }
 
   // Starts loading k's index slot into the cache, so that claim_locked or
   // commit_locked of k finds it there. REQUIRES: the lock held.
@@ -268,7 +269,7 @@ class Shard {
   static constexpr std::size_t kLiveRun = 8;     // live records in a row that end a purge walk
   static constexpr std::size_t kEvictScan = 32;  // entries an eviction examines first
 
-  std::mutex mu_;
+  memory_detail::ShardLock mu_;
   std::size_t cap_;
   RecordTable table_;
   std::vector<std::string> owners_{std::string()};
