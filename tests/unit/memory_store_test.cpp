@@ -1,9 +1,13 @@
 // What memory: promises beyond the store contract: bounded by a record count, and
 // expired records make room before live ones are evicted; entity records and the
-// reorder buffer are outside that bound; requests that break a REQUIRES are refused.
+// reorder buffer are outside that bound; requests that break a REQUIRES are refused;
+// batches, which memory: runs shard by shard, answer as one call per request does.
 #include "idem/memory_store.hpp"
 
 #include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
 
 namespace idem {
 namespace {
@@ -117,6 +121,58 @@ TEST(MemoryStore, EntityRequestsBreakingARequiresAreRefused) {
   EXPECT_EQ(store->read_entity("k").value().revision, 0u);
   EXPECT_EQ(store->buffer_summary(10).value().count, 0u);
   EXPECT_EQ(store->inspect("m", t0).value()->state, RecordState::kInProgress);
+}
+
+// A batch far longer than the store's look-ahead, spread over every shard, with repeats
+// of ids in the batch, ids claimed or done before it and refused requests: each answer
+// equals the one a second store gives to the same requests one call at a time.
+TEST(MemoryStore, BatchesAcrossShardsAnswerAsOneCallPerRequest) {
+  auto batched = memory::open({.max_records = 1000, .shards = 4}).value();
+  auto single = memory::open({.max_records = 1000, .shards = 4}).value();
+  const TimePoint t0 = ManualClock().now();
+  std::vector<std::string> ids;
+  for (int i = 0; i < 60; ++i) ids.push_back("id-" + std::to_string(i));
+  for (Store* s : {batched.get(), single.get()}) {
+    for (int i = 0; i < 60; i += 3) {  // every sixth id done, the others of these held by B
+      if (i % 2 == 0) {
+        ASSERT_TRUE(s->commit(commit(ids[i], t0, milliseconds(60'000))).ok());
+      } else {
+        ASSERT_TRUE(s->claim({ids[i], "B", milliseconds(1000), std::nullopt, t0, std::nullopt}).ok());
+      }
+    }
+  }
+  const TimePoint t1 = t0 + milliseconds(10);
+  std::vector<ClaimRequest> claims;
+  for (int round = 0; round < 2; ++round) {
+    for (int i = 0; i < 60; ++i) claims.push_back({ids[i], "A", milliseconds(1000), std::nullopt, t1, std::nullopt});
+    claims.push_back({"", "A", milliseconds(1000), std::nullopt, t1, std::nullopt});
+  }
+  const auto got = batched->claim_batch(claims);
+  ASSERT_EQ(got.size(), claims.size());
+  for (std::size_t i = 0; i < claims.size(); ++i) {
+    const auto want = single->claim(claims[i]);
+    ASSERT_EQ(got[i].ok(), want.ok()) << i;
+    if (!want.ok()) {
+      EXPECT_EQ(got[i].status().code(), want.status().code()) << i;
+      continue;
+    }
+    EXPECT_EQ(got[i]->status, want->status) << i;
+    EXPECT_EQ(got[i]->owner, want->owner) << i;
+  }
+  std::vector<CommitRequest> commits;
+  for (int i = 0; i < 60; ++i) commits.push_back(commit(ids[i], t1, milliseconds(60'000)));
+  commits.push_back(commit(ids[1], t1, milliseconds(60'000)));  // done by the batch itself
+  commits.push_back(commit("", t1, milliseconds(60'000)));
+  const auto statuses = batched->commit_batch(commits);
+  ASSERT_EQ(statuses.size(), commits.size());
+  for (std::size_t i = 0; i < commits.size(); ++i)
+    EXPECT_EQ(statuses[i].code(), single->commit(commits[i]).code()) << i;
+  for (const std::string& id : ids) {
+    const auto a = batched->inspect(id, t1).value();
+    const auto b = single->inspect(id, t1).value();
+    ASSERT_EQ(a.has_value(), b.has_value()) << id;
+    if (a) EXPECT_EQ(a->state, b->state) << id;
+  }
 }
 
 }  // namespace
