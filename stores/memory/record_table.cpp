@@ -8,7 +8,6 @@ namespace idem::memory_detail {
 namespace {
 
 constexpr std::size_t kInitialSlots = 64;  // index slots of an empty table
-constexpr std::size_t kInitialRing = 32;   // ring entries of an empty table
 
 // True iff slot k lies cyclically in (i, j]: a record homed at k may not move to i.
 bool between(std::size_t i, std::size_t k, std::size_t j) { return i <= j ? (i < k && k <= j) : (i < k || k <= j); }
@@ -42,7 +41,7 @@ void RecordTable::Arena::release_front() {
   }
 }
 
-RecordTable::RecordTable() : ring_(kInitialRing), slots_(kInitialSlots) {}
+RecordTable::RecordTable() : slots_(kInitialSlots) {}
 
 Record* RecordTable::find(std::string_view id, std::uint32_t tag) {
   const std::size_t mask = slots_.size() - 1;
@@ -56,7 +55,7 @@ Record* RecordTable::find(std::string_view id, std::uint32_t tag) {
 }
 
 Record& RecordTable::push_back(std::string_view id, std::uint32_t tag) {
-  if (size() == ring_.size()) grow_ring();
+  reserve_back();
   if (2 * (size() + 1) > slots_.size()) grow_index();
   Entry& e = at(tail_);
   e.id = arena_.append(id);
@@ -77,6 +76,7 @@ void RecordTable::pop_front() {
 void RecordTable::rotate_front() {
   const std::size_t slot = slot_of(front().tag, head_);
   Entry e = take_front();
+  reserve_back();
   // Copy the id before its old copy is released: it may be the only one in its chunk.
   Entry& back = at(tail_);
   back.id = arena_.append(e.id_view());
@@ -97,7 +97,17 @@ RecordTable::Entry RecordTable::take_front() {
   e.record = std::move(f.record);
   f = Entry{};
   ++head_;
+  if (head_ - base_ == kBlockEntries) {  // the front block is empty: keep it as the spare
+    spare_ = std::move(blocks_.front());
+    blocks_.pop_front();
+    base_ += kBlockEntries;
+  }
   return e;
+}
+
+void RecordTable::reserve_back() {
+  if (tail_ - base_ < kBlockEntries * blocks_.size()) return;
+  blocks_.push_back(spare_ ? std::move(spare_) : std::make_unique<Entry[]>(kBlockEntries));
 }
 
 std::size_t RecordTable::slot_of(std::uint32_t tag, std::uint64_t seq) const {
@@ -130,12 +140,6 @@ void RecordTable::grow_index() {
   old.swap(slots_);
   for (const Slot& s : old)
     if (s.tag != 0) insert_slot(s.tag, s.seq);
-}
-
-void RecordTable::grow_ring() {
-  std::vector<Entry> bigger(ring_.size() * 2);
-  for (std::uint64_t s = head_; s != tail_; ++s) bigger[s & (bigger.size() - 1)] = std::move(at(s));
-  ring_.swap(bigger);
 }
 
 }  // namespace idem::memory_detail

@@ -3,15 +3,17 @@
 //
 // Layout, chosen so that a claim of a new id touches one cold cache line (its index
 // slot) and nothing else that is not already hot:
-//  - records live in a ring in insertion order (a power-of-two array that doubles
-//    when full), addressed by a 64-bit sequence number;
+//  - records live in insertion order in blocks of kBlockEntries (a queue of blocks:
+//    one is added at the back when the last is full, the front one leaves when its
+//    records have all left and is kept as the spare for the next), addressed by a
+//    64-bit sequence number; nothing is copied as the table grows;
 //  - each record's id lives in an arena of chunks appended in the same order, so the
 //    arena is freed from the front as records leave the front;
 //  - the index is an array of 8-byte slots (a 32-bit hash tag, the low 32 bits of the
 //    record's sequence number), linear probing, kept at most half full, with
 //    backward-shift deletion (no tombstones).
 // Records leave only from the front (pop_front, or rotate_front which moves a record
-// to the back), which is what makes the ring and the arena FIFOs.
+// to the back), which is what makes the blocks and the arena FIFOs.
 //
 // Not thread-safe: the shard's lock guards it.
 #pragma once
@@ -130,8 +132,17 @@ class RecordTable {
     std::deque<Chunk> chunks_;
   };
 
-  Entry& at(std::uint64_t seq) { return ring_[seq & (ring_.size() - 1)]; }
-  const Entry& at(std::uint64_t seq) const { return ring_[seq & (ring_.size() - 1)]; }
+  static constexpr std::size_t kBlockEntries = 1024;  // a power of two
+
+  // REQUIRES: head_ <= seq < base_ + kBlockEntries * blocks_.size().
+  Entry& at(std::uint64_t seq) {
+    const std::uint64_t off = seq - base_;
+    return blocks_[off / kBlockEntries][off % kBlockEntries];
+  }
+  const Entry& at(std::uint64_t seq) const {
+    const std::uint64_t off = seq - base_;
+    return blocks_[off / kBlockEntries][off % kBlockEntries];
+  }
   std::uint64_t seq_of(const Slot& s) const {
     return head_ + static_cast<std::uint32_t>(s.seq - static_cast<std::uint32_t>(head_));
   }
@@ -141,13 +152,16 @@ class RecordTable {
   void erase_slot(std::size_t i);
   void insert_slot(std::uint32_t tag, std::uint64_t seq);
   void grow_index();
-  void grow_ring();
+  // Makes at(tail_) valid: adds a block at the back if the last one is full.
+  void reserve_back();
   // Removes the front record from the ring, returning it. Its id stays in the arena
   // until the caller's arena_.release_front().
   Entry take_front();
 
-  std::vector<Entry> ring_;  // size: a power of two
-  std::vector<Slot> slots_;  // size: a power of two, at most half full
+  std::deque<std::unique_ptr<Entry[]>> blocks_;  // each of kBlockEntries
+  std::unique_ptr<Entry[]> spare_;               // the last block to leave the front, if any
+  std::uint64_t base_ = 0;                       // the sequence number of blocks_[0][0]
+  std::vector<Slot> slots_;                      // size: a power of two, at most half full
   std::uint64_t head_ = 0, tail_ = 0;
   Arena arena_;
 };
