@@ -49,6 +49,8 @@ Status validate(const Options& o) {
   if (o.busy_timeout.count() > INT32_MAX) return invalid_argument("sqlite: busy_timeout is too large");
   if (o.cache_mib <= 0) return invalid_argument("sqlite: cache_mib must be > 0");
   if (o.cache_mib > INT64_MAX / 1024) return invalid_argument("sqlite: cache_mib is too large");
+  if (o.wal_autocheckpoint_pages <= 0 || o.wal_autocheckpoint_pages > INT32_MAX)
+    return invalid_argument("sqlite: wal_autocheckpoint_pages must be between 1 and " + std::to_string(INT32_MAX));
   return ok_status();
 }
 
@@ -83,6 +85,8 @@ StatusOr<std::shared_ptr<Store>> open_connection(const Options& o) {
   const char* sync = o.synchronous == Synchronous::kFull ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL";
   if (auto r = pragma(raw, o.path, sync); !r.ok()) return explain(r.status(), o);
   if (auto r = pragma(raw, o.path, "PRAGMA cache_size=-" + std::to_string(o.cache_mib * 1024)); !r.ok())
+    return explain(r.status(), o);
+  if (auto r = pragma(raw, o.path, "PRAGMA wal_autocheckpoint=" + std::to_string(o.wal_autocheckpoint_pages)); !r.ok())
     return explain(r.status(), o);
   // Also takes (and, with leases=local, keeps) the write lock.
   if (Status s = detail::ensure_schema(raw, o.path); !s.ok()) return explain(std::move(s), o);

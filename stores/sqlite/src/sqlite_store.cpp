@@ -71,6 +71,22 @@ bool differs(const std::optional<std::uint64_t>& stored, const std::optional<std
   return stored && asked && *stored != *asked;
 }
 
+// The order in which a batch visits its requests: by id (stable: a repeated id keeps
+// its input order) if `by_id`, else input order. Visited in key order, the b-tree
+// lookups and inserts of one transaction walk the table's pages in one pass (each
+// interior page is searched with the previous key still in cache) and the commit's
+// dirty pages are neighbours (idem_bench_dedup --layouts: 1000 new ids per
+// transaction in input order took about 1.2x as long to write as sorted).
+template <class Request>
+std::vector<std::size_t> visit_order(std::span<const Request> requests, bool by_id) {
+  std::vector<std::size_t> order(requests.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  if (by_id)
+    std::stable_sort(order.begin(), order.end(),
+                     [&](std::size_t a, std::size_t b) { return requests[a].id < requests[b].id; });
+  return order;
+}
+
 }  // namespace
 
 SqliteStore::SqliteStore(sqlite3* db, Options options) : conn_(db), options_(std::move(options)) {}
@@ -274,13 +290,13 @@ StatusOr<ClaimResult> SqliteStore::claim(const ClaimRequest& q) {
   return r;
 }
 
+// Claims in id order (visit_order): the answers do not depend on the order, but for
+// claims of one id, which keep their input order.
 std::vector<StatusOr<ClaimResult>> SqliteStore::claim_batch(std::span<const ClaimRequest> requests) {
-  std::vector<StatusOr<ClaimResult>> out;
-  out.reserve(requests.size());
+  std::vector<StatusOr<ClaimResult>> out(requests.size(), StatusOr<ClaimResult>(ClaimResult{}));
   std::lock_guard lock(mu_);
   auto fail_all = [&](const Status& s) {
-    out.clear();
-    for (std::size_t i = 0; i < requests.size(); ++i) out.emplace_back(s);
+    out.assign(requests.size(), StatusOr<ClaimResult>(s));
     return out;
   };
   if (shared()) {
@@ -288,14 +304,15 @@ std::vector<StatusOr<ClaimResult>> SqliteStore::claim_batch(std::span<const Clai
     WriteScope w(*this);
     if (Status s = w.start(); !s.ok()) return fail_all(s);
     std::map<std::string, EntityRecord, std::less<>> seen;
-    for (const auto& q : requests) {
+    for (const std::size_t i : visit_order(requests, true)) {
+      const auto& q = requests[i];
       if (Status s = check_claim(q); !s.ok()) {
-        out.emplace_back(s);
+        out[i] = s;
         continue;
       }
       auto r = claim_one(q, &seen);
       if (!r.ok()) return fail_all(r.status());
-      out.push_back(std::move(r));
+      out[i] = std::move(r);
     }
     if (Status s = w.finish(); !s.ok()) return fail_all(s);
     return out;
@@ -306,12 +323,13 @@ std::vector<StatusOr<ClaimResult>> SqliteStore::claim_batch(std::span<const Clai
     if (Status s = run(begin_read_, "starting a read transaction on"); !s.ok()) return fail_all(s);
   }
   std::map<std::string, EntityRecord, std::less<>> seen;
-  for (const auto& q : requests) {
+  for (const std::size_t i : visit_order(requests, true)) {
+    const auto& q = requests[i];
     if (Status s = check_claim(q); !s.ok()) {
-      out.emplace_back(s);
+      out[i] = s;
       continue;
     }
-    out.push_back(claim_one(q, &seen));
+    out[i] = claim_one(q, &seen);
   }
   if (outer && sqlite3_get_autocommit(conn_.db) == 0) (void)run(commit_, "ending a read transaction on");
   return out;
@@ -365,9 +383,10 @@ Status SqliteStore::commit(const CommitRequest& q) {
   return ok_status();
 }
 
+// Writes in id order (visit_order) when no request writes an entity or outbox entries,
+// whose order matters; else in input order.
 std::vector<Status> SqliteStore::commit_batch(std::span<const CommitRequest> requests) {
-  std::vector<Status> out;
-  out.reserve(requests.size());
+  std::vector<Status> out(requests.size());
   auto fail_all = [&](const Status& s) { return std::vector<Status>(requests.size(), s); };
   std::lock_guard lock(mu_);
   WriteScope w(*this);
@@ -376,9 +395,12 @@ std::vector<Status> SqliteStore::commit_batch(std::span<const CommitRequest> req
   bool first = true;
   EntityStaging staged;
   EntityChains chains;  // capabilities().entity_chains
-  for (const auto& q : requests) {
+  const bool plain = std::none_of(requests.begin(), requests.end(),
+                                  [](const CommitRequest& q) { return q.entity || !q.outbox.empty(); });
+  for (const std::size_t i : visit_order(requests, plain)) {
+    const auto& q = requests[i];
     if (Status s = chains.check(q); !s.ok()) {
-      out.push_back(std::move(s));
+      out[i] = std::move(s);
       continue;
     }
     Status s = check_commit(q);
@@ -403,8 +425,8 @@ std::vector<Status> SqliteStore::commit_batch(std::span<const CommitRequest> req
         code != StatusCode::kAborted)
       return fail_all(s);  // an error of SQLite: nothing of the batch is kept
     chains.note(q, s);
-    out.push_back(std::move(s));
-    if (first && out.back().ok()) {
+    out[i] = std::move(s);
+    if (first && out[i].ok()) {
       first = false;
       if (Status f = fault("commit_batch.after_first"); !f.ok()) return fail_all(f);
     }
