@@ -270,6 +270,13 @@ TEST(SqliteOpen, BadOptionsAreInvalidArgument) {
   Options busy = options_for(dir.file("a.db"));
   busy.busy_timeout = Duration(-1);
   EXPECT_EQ(open(busy).status().code(), StatusCode::kInvalidArgument);
+  Options checkpoint = options_for(dir.file("a.db"));
+  checkpoint.wal_autocheckpoint_pages = 0;
+  EXPECT_EQ(open(checkpoint).status().code(), StatusCode::kInvalidArgument);
+  checkpoint.wal_autocheckpoint_pages = std::int64_t{1} << 31;
+  EXPECT_EQ(open(checkpoint).status().code(), StatusCode::kInvalidArgument);
+  checkpoint.wal_autocheckpoint_pages = 1;
+  EXPECT_TRUE(open(checkpoint).ok());
 }
 
 StatusOr<std::shared_ptr<Store>> open_uri(const std::string& text) {
