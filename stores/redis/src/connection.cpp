@@ -228,12 +228,13 @@ NodePool::NodePool(Endpoint at, ConnectOptions o, const Options& so)
 StatusOr<std::unique_ptr<Connection>> NodePool::borrow() {
   {
     std::lock_guard lock(mu_);
+    const SteadyClock::time_point now = SteadyClock::now();
     while (!idle_.empty()) {
-      std::unique_ptr<Connection> c = std::move(idle_.back());
+      Idle c = std::move(idle_.back());
       idle_.pop_back();
-      if (c->looks_alive()) return c;
+      if (now - c.since < kCheckIdleAfter || c.conn->looks_alive()) return std::move(c.conn);
     }
-    if (backoff_.count() > 0 && SteadyClock::now() < retry_after_)
+    if (backoff_.count() > 0 && now < retry_after_)
       return unavailable("redis: " + to_string(at_) + " is in reconnect backoff after: " + last_error_);
   }
   auto c = Connection::open(at_, o_);
@@ -250,8 +251,9 @@ StatusOr<std::unique_ptr<Connection>> NodePool::borrow() {
 
 void NodePool::give_back(std::unique_ptr<Connection> conn) {
   if (!conn || conn->broken()) return;
+  const SteadyClock::time_point now = SteadyClock::now();
   std::lock_guard lock(mu_);
-  if (idle_.size() < max_idle_) idle_.push_back(std::move(conn));
+  if (idle_.size() < max_idle_) idle_.push_back({std::move(conn), now});
 }
 
 }  // namespace idem::redis::detail
