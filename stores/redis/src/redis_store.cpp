@@ -449,6 +449,8 @@ void RedisStoreImpl::commit_many(std::vector<Command>& cmds, const std::vector<s
         st = error_status(r->str, key);
       } else if (!shaped) {
         st = internal_error("redis: unexpected batch answer");
+      } else if (r->elements[0].str[k] == '0' && (o_.wait_replicas <= 0 || r->replicas_acked >= o_.wait_replicas)) {
+        st = ok_status();  // kCommitted, as decode_commit answers it, without building its Reply
       } else {
         Reply one = commit_many_answer(*r, k, detail);
         auto a = script_answer(one, key);
