@@ -113,14 +113,14 @@ TEST_F(PostgresOutbox, ASchemaOfVersionOneIsUpgradedAtOpen) {
   store_ = postgres::open(o_).value();
   EXPECT_EQ(raw_.query("SELECT value FROM " + schema_ + ".idem_meta WHERE key = 'schema_version'"),
             std::to_string(postgres::kSchemaVersion));
-  EXPECT_EQ(postgres::kSchemaVersion, 2);
+  EXPECT_EQ(postgres::kSchemaVersion, 3);
   EXPECT_EQ(store_->inspect("old", kNow).value()->state, RecordState::kInProgress) << "the records are kept";
   CommitRequest c{"old", "me", std::nullopt, kNow, Duration{60'000}};
   const auto es = entries("old", 1);
   c.outbox = es;
   ASSERT_TRUE(store_->commit(c).ok());
   EXPECT_EQ(pending().size(), 1u);
-  store_ = postgres::open(o_).value();  // a second open finds version 2 and changes nothing
+  store_ = postgres::open(o_).value();  // a second open finds version 3 and changes nothing
   EXPECT_EQ(pending().size(), 1u);
 }
 

@@ -108,5 +108,32 @@ TEST(PostgresSchema, ANewerSchemaVersionIsRefusedClearly) {
   raw.query("DROP SCHEMA " + schema + " CASCADE");
 }
 
+TEST(PostgresSchema, ASchemaOfVersionTwoIsUpgradedAtOpen) {
+  ASSERT_NE(shared_server(), nullptr);
+  Raw raw;
+  const std::string schema = fresh_schema();
+  postgres::Options o;
+  o.connection = shared_server()->connection();
+  o.schema = schema;
+  const TimePoint now = from_unix_ms(1'700'000'000'000);
+  {
+    auto store = postgres::open(o).value();
+    ASSERT_TRUE(store->claim({"old", "me", Duration{60'000}, std::nullopt, now}).ok());
+  }
+  const std::string reloptions =
+      "SELECT reloptions::text FROM pg_class WHERE oid = '" + schema + ".idem_records'::regclass";
+  EXPECT_EQ(raw.query(reloptions), "{fillfactor=45}");
+  // What a build of version 2 wrote: pages of idem_records filled to 70%.
+  raw.query("ALTER TABLE " + schema + ".idem_records SET (fillfactor = 70)");
+  raw.query("UPDATE " + schema + ".idem_meta SET value = 2 WHERE key = 'schema_version'");
+  auto store = postgres::open(o).value();
+  EXPECT_EQ(raw.query("SELECT value FROM " + schema + ".idem_meta WHERE key = 'schema_version'"), "3");
+  EXPECT_EQ(raw.query(reloptions), "{fillfactor=45}");
+  EXPECT_EQ(store->inspect("old", now).value()->state, RecordState::kInProgress) << "the records are kept";
+  EXPECT_EQ(raw.query("SELECT count(*) FROM " + schema + ".idem_outbox"), "0") << "the outbox is kept";
+  store.reset();
+  raw.query("DROP SCHEMA " + schema + " CASCADE");
+}
+
 }  // namespace
 }  // namespace idem::postgres_test

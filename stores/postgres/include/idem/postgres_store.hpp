@@ -9,7 +9,8 @@
 // buffer's entries and bytes; idem_outbox the transactional outbox (outbox.hpp), one
 // row per outgoing message in commit order (seq), with its sent expiry (NULL while
 // unsent). A schema written by a newer build is refused (kFailedPrecondition naming
-// both versions); one of schema version 1 (before the outbox) is upgraded at open.
+// both versions); an older one is upgraded at open (version 1 has no outbox; version 2
+// leaves less room in the pages of idem_records for a commit's update).
 //
 // Leases live in the rows, so any number of processes on any number of hosts share the
 // store. A claim is one statement (INSERT … ON CONFLICT (id) DO UPDATE … WHERE the
@@ -115,6 +116,6 @@ PGconn* connection(const HandlerContext& ctx);
 std::string quote_identifier(std::string_view name);
 
 // The schema version this build writes.
-inline constexpr int kSchemaVersion = 2;
+inline constexpr int kSchemaVersion = 3;
 
 }  // namespace idem::postgres
