@@ -10,7 +10,8 @@
 //   idem_batch       claim_batch then commit_batch per --batch messages: two round
 //                    trips, two commits per batch (the store sends arrays, unnested)
 //   floor_batch      the least PostgreSQL work for what idem_batch promises, on a
-//                    table of three columns (id, state, lease end): per batch one
+//                    table of three columns (id, state, lease end; pages filled to
+//                    45% as the store's, so the updates stay on the page): per batch one
 //                    INSERT of the leases that commits without waiting for its flush
 //                    (as the store's claims do), then one UPDATE of the same rows to
 //                    completed, durable: every row written twice, as leases visible
@@ -110,7 +111,7 @@ class Raw {
     exec(c_, "DROP TABLE IF EXISTS bench_pg.raw; CREATE TABLE bench_pg.raw(id bytea PRIMARY KEY)");
     exec(c_,
          "DROP TABLE IF EXISTS bench_pg.floor; CREATE TABLE bench_pg.floor(id bytea PRIMARY KEY,"
-         " state smallint NOT NULL, lease_until_ms bigint NOT NULL)");
+         " state smallint NOT NULL, lease_until_ms bigint NOT NULL) WITH (fillfactor = 45)");
     const Oid bytea = 17, bytea_array = 1001;
     expect_ok(PQprepare(c_, "one", "INSERT INTO bench_pg.raw(id) VALUES ($1) ON CONFLICT (id) DO NOTHING", 1, &bytea),
               "prepare");
