@@ -367,10 +367,18 @@ std::vector<Status> PgStore::commit_batch_unnest(std::span<const CommitRequest> 
   }
   auto c = acquire();
   if (!c.ok()) return std::vector<Status>(requests.size(), c.status());
+  bool same = true;  // the requests differ only in their ids
+  for (std::size_t k = 1; k < id.size() && same; ++k)
+    same = state[k] == state[0] && owner[k] == owner[0] && fp[k] == fp[0] && result[k] == result[0] &&
+           expires[k] == expires[0];
   Params p;
-  p.bytes_array(id).i64_array(state).bytes_array(owner).i64_array(fp).bytes_array(result).i64_array(expires);
+  if (same) {
+    p.bytes_array(id).i64(state[0]).bytes(owner[0]).i64(fp[0]).bytes(result[0]).i64(expires[0]);
+  } else {
+    p.bytes_array(id).i64_array(state).bytes_array(owner).i64_array(fp).bytes_array(result).i64_array(expires);
+  }
   p.i64(to_unix_ms(requests.front().now));
-  auto r = (*c)->run(sql_.commit_batch, p);
+  auto r = (*c)->run(same ? sql_.commit_batch_same : sql_.commit_batch, p);
   if (!r.ok()) return std::vector<Status>(requests.size(), r.status());
   std::unordered_map<std::string_view, std::size_t> rest;  // not written by the statement
   for (std::size_t i : valid) rest.emplace(requests[i].id, i);

@@ -56,8 +56,8 @@ class ConnRef {
 // Every statement of the store, its schema name filled in.
 struct Statements {
   explicit Statements(const std::string& schema);
-  Sql claim, claim_async, claim_batch, claim_batch_async, claim_lean, claim_lean_async, commit, commit_batch, read_row,
-      read_row_locked, upsert_pending, delete_row, extend;
+  Sql claim, claim_async, claim_batch, claim_batch_async, claim_lean, claim_lean_async, commit, commit_batch,
+      commit_batch_same, read_row, read_row_locked, upsert_pending, delete_row, extend;
   Sql purge_from, purge_after;
   Sql read_entity, insert_entity, update_entity, unbuffer;
   Sql buffer_lock_totals, buffer_check, buffer_insert, buffer_read, buffer_totals, buffer_keys;

@@ -126,6 +126,14 @@ void add_record_statements(Statements& t, const std::string& s) {
                         " WHERE r.id = ANY($1::bytea[]) AND r.id = q.id AND NOT (r.state >= 2 AND r.expires_ms > $7)"
                         " AND NOT (r.state = 1 AND r.lease_until_ms > $7 AND r.owner IS DISTINCT FROM q.owner)"
                         " RETURNING r.id");
+  // The same, for a batch whose requests differ only in their ids (one outcome, owner,
+  // fingerprint, result and expiry): no join, one primary-key probe per id.
+  t.commit_batch_same = make(s, "commit_batch_same",
+                             "UPDATE @.idem_records AS r SET state = $2, owner = $3, lease_until_ms = NULL,"
+                             " fingerprint = $4, result = $5, retries = 0, expires_ms = $6"
+                             " WHERE r.id = ANY($1::bytea[]) AND NOT (r.state >= 2 AND r.expires_ms > $7)"
+                             " AND NOT (r.state = 1 AND r.lease_until_ms > $7 AND r.owner IS DISTINCT FROM $3)"
+                             " RETURNING r.id");
   const std::string row =
       "SELECT state, owner, lease_until_ms, fingerprint, result, retries, expires_ms FROM @.idem_records WHERE id = $1";
   t.read_row = make(s, "read_row", row);
