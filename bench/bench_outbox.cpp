@@ -8,7 +8,10 @@
 // in-process sink that copies each message (a broker client with no network), so
 // the ratio is idem's own cost. Per message (Consumer::process, one transaction
 // each) and in batches (process_batch, one transaction per batch). Target:
-// txn_outbox / txn <= 1.5 in both (docs/performance.md).
+// txn_outbox / txn <= 1.5 in both (docs/performance.md). Each row also prints the
+// pages SQLite wrote to the WAL per message on each side (SQLITE_DBSTATUS_CACHE_WRITE
+// of the store's connection), the cost the ratio follows. --only runs one side, for
+// a profiler (e.g. strace -c -e fdatasync,pwrite64).
 //
 // Exit status: 0; 3 with --strict when a target failed; 2 when the run cannot go on.
 #include <sqlite3.h>
@@ -52,6 +55,10 @@ class Handler {
 
   HandlerResult operator()(const Msg& m, HandlerContext& ctx) {
     sqlite3* db = sqlite::connection(ctx);
+    int current = 0, highest = 0;
+    sqlite3_db_status(db, SQLITE_DBSTATUS_CACHE_WRITE, &current, &highest, 0);
+    if (calls_++ == 0) first_pages_ = current;
+    last_pages_ = current;
     if (insert_ == nullptr && sqlite3_prepare_v3(db, "INSERT INTO effects(id, at) VALUES(?1, ?2)", -1,
                                                  SQLITE_PREPARE_PERSISTENT, &insert_, nullptr) != SQLITE_OK)
       return HandlerResult::fail(sqlite3_errmsg(db));
@@ -67,13 +74,23 @@ class Handler {
     return HandlerResult::ok();
   }
 
+  // Pages the store's connection wrote between the handler's first and latest runs.
+  int pages_written() const { return last_pages_ - first_pages_; }
+
  private:
   const bool publish_;
+  std::size_t calls_ = 0;
+  int first_pages_ = 0, last_pages_ = 0;
   sqlite3_stmt* insert_ = nullptr;
 };
 
-// Seconds to run `ids` through a fresh store at `path`; 0 batch: process() each.
-double run(const std::string& path, const std::vector<Msg>& ids, bool outbox, std::size_t batch) {
+struct RunResult {
+  double seconds = 0;
+  double pages_per_message = 0;  // written to the WAL, over the run's transactions
+};
+
+// Runs `ids` through a fresh store at `path`; 0 batch: process() each.
+RunResult run(const std::string& path, const std::vector<Msg>& ids, bool outbox, std::size_t batch) {
   std::filesystem::remove(path);
   std::filesystem::remove(path + "-wal");
   std::filesystem::remove(path + "-shm");
@@ -111,7 +128,13 @@ double run(const std::string& path, const std::vector<Msg>& ids, bool outbox, st
     }
   }
   c->tick();  // idle: marks the last messages sent
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  RunResult r;
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  // One more message, untimed: its handler reads the pages written by every earlier
+  // transaction (the tick's included).
+  (void)c->process(Msg{"probe"});
+  c->tick();
+  r.pages_per_message = static_cast<double>(handler->pages_written()) / static_cast<double>(ids.size());
   if (ok != ids.size()) {
     std::fprintf(stderr, "idem_bench_outbox: %zu of %zu processed\n", ok, ids.size());
     std::exit(2);
@@ -123,7 +146,7 @@ double run(const std::string& path, const std::vector<Msg>& ids, bool outbox, st
       std::exit(2);
     }
   }
-  return s;
+  return r;
 }
 
 }  // namespace
@@ -141,24 +164,41 @@ int main(int argc, char** argv) {
   app.add_option("--rounds", rounds, "Runs of each row; the fastest counts")->capture_default_str();
   app.add_option("--dir", dir, "Where the SQLite files go")->capture_default_str();
   app.add_flag("--strict", strict, "Exit 3 when a ratio misses its target");
+  std::string only;
+  app.add_option("--only", only, "Run one side only (no ratio), e.g. under a profiler")
+      ->check(CLI::IsMember({"txn", "outbox"}));
   CLI11_PARSE(app, argc, argv);
   std::vector<Msg> ids;
   for (std::size_t i = 0; i < n; ++i) ids.push_back({"order-" + std::to_string(i * 7919 % n)});
   const std::string path = dir + "/idem_bench_outbox-" + std::to_string(::getpid()) + ".db";
   std::printf("idem_bench_outbox: %zu messages, batch %zu, best of %d; cpu: %s\n", n, batch, rounds,
               first_line_of("/proc/cpuinfo", "model name").c_str());
-  std::printf("%-22s %14s %14s %8s\n", "row", "txn msg/s", "outbox msg/s", "ratio");
+  std::printf("%-12s %12s %12s %8s %14s\n", "row", "txn msg/s", "outbox msg/s", "ratio", "pages/msg");
   bool met = true;
   for (const std::size_t b : {std::size_t{0}, batch}) {
-    double plain = 1e300, with = 1e300;
+    RunResult plain{1e300, 0}, with{1e300, 0};
     for (int r = 0; r < rounds; ++r) {  // alternated, so drift hits both alike
-      plain = std::min(plain, run(path, ids, false, b));
-      with = std::min(with, run(path, ids, true, b));
+      if (only != "outbox") {
+        const RunResult x = run(path, ids, false, b);
+        if (x.seconds < plain.seconds) plain = x;
+      }
+      if (only != "txn") {
+        const RunResult x = run(path, ids, true, b);
+        if (x.seconds < with.seconds) with = x;
+      }
     }
-    const double ratio = with / plain;
+    const char* row = b == 0 ? "per_message" : "batch";
+    const auto rate = [&](const RunResult& x) { return x.seconds < 1e300 ? with_commas(n / x.seconds) : "-"; };
+    char pages[64];
+    std::snprintf(pages, sizeof pages, "%.2f / %.2f", plain.pages_per_message, with.pages_per_message);
+    if (!only.empty()) {
+      std::printf("%-12s %12s %12s %8s %14s\n", row, rate(plain).c_str(), rate(with).c_str(), "-", pages);
+      continue;
+    }
+    const double ratio = with.seconds / plain.seconds;
     met = met && ratio <= 1.5;
-    std::printf("%-22s %14s %14s %8.2f  (target <= 1.5%s)\n", b == 0 ? "per_message" : "batch",
-                with_commas(n / plain).c_str(), with_commas(n / with).c_str(), ratio, ratio <= 1.5 ? "" : ", MISSED");
+    std::printf("%-12s %12s %12s %8.2f %14s  (target <= 1.5%s)\n", row, rate(plain).c_str(), rate(with).c_str(), ratio,
+                pages, ratio <= 1.5 ? "" : ", MISSED");
   }
   std::filesystem::remove(path);
   std::filesystem::remove(path + "-wal");
