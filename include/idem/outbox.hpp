@@ -7,7 +7,8 @@
 // The store side is four things a backend implements (capabilities().outbox):
 //   1. every commit form writes CommitRequest::outbox with the record, atomically;
 //   2. Store::outbox_pending lists unsent entries (all, or one incoming id's);
-//   3. Store::outbox_mark_sent marks entries sent, expiring at now + ttl;
+//   3. Store::outbox_mark_sent marks entries sent, expiring at now + ttl (or removes
+//      them at once);
 //   4. Store::purge_expired also removes sent entries past their expiry (or the
 //      backend expires them by itself, as it does its records).
 #pragma once

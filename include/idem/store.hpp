@@ -286,9 +286,10 @@ class Store {
   // position, or every incoming id's (an incoming id's entries in position order).
   virtual StatusOr<std::vector<OutboxEntry>> outbox_pending(const OutboxQuery& q);
   // Marks the entries (by incoming_id, position) sent: outbox_pending no longer returns
-  // them, and they expire at now + ttl (then purge_expired, or the backend's own
-  // expiry, removes them). Entries already sent or absent are skipped. One atomic
-  // step. REQUIRES: ttl > 0.
+  // them. A store either keeps them until now + ttl (then purge_expired, or the
+  // backend's own expiry, removes them) or removes them at once (nothing reads a sent
+  // entry). Entries already sent or absent are skipped. One atomic step.
+  // REQUIRES: ttl > 0.
   virtual Status outbox_mark_sent(std::span<const OutboxEntry> sent, TimePoint now, Duration ttl);
 
   // Removes up to max_records expired records (and, with capabilities().outbox, sent

@@ -82,7 +82,7 @@ TEST(SqliteEntitySchema, AVersion1FileIsUpgradedAndKeepsItsRecords) {
     ASSERT_TRUE(store->buffer_put(bp("k", 3, "m3", "three", t0())).ok());
   }
   EXPECT_EQ(version_of(path), std::to_string(kSchemaVersion));
-  EXPECT_EQ(kSchemaVersion, 3);
+  EXPECT_EQ(kSchemaVersion, 4);
   EXPECT_EQ(raw_query(path,
                       "SELECT count(*) FROM sqlite_master WHERE name IN "
                       "('idem_entities', 'idem_buffer', 'idem_buffer_totals')"),
@@ -138,11 +138,11 @@ TEST(SqliteEntitySchema, ANewerVersionIsStillRefused) {
   TempDir dir;
   const auto path = dir.file("idem.db");
   { ASSERT_NE(open_ok(options_for(path)), nullptr); }
-  ASSERT_EQ(raw_exec(path, "UPDATE idem_meta SET value = 4 WHERE key = 'schema_version'"), SQLITE_OK);
+  ASSERT_EQ(raw_exec(path, "UPDATE idem_meta SET value = 5 WHERE key = 'schema_version'"), SQLITE_OK);
   auto s = open(options_for(path));
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.status().code(), StatusCode::kFailedPrecondition) << s.status().to_string();
-  EXPECT_THAT(s.status().message(), HasSubstr("version 4"));
+  EXPECT_THAT(s.status().message(), HasSubstr("version 5"));
 }
 
 // --- the buffer totals row ------------------------------------------------------------

@@ -1,5 +1,5 @@
 // The transactional outbox of the SQLite store (idem_outbox; schema.hpp): the entries
-// a commit writes, outbox_pending, outbox_mark_sent, and the purge of sent entries.
+// a commit writes, outbox_pending and outbox_mark_sent (which removes them).
 #include <limits>
 #include <string>
 
@@ -8,24 +8,17 @@
 namespace idem::sqlite::detail {
 namespace {
 
+// idem_outbox holds the unsent entries only (schema.hpp): a commit inserts them, and
+// marking them sent deletes them, so the table stays as small as the backlog and, in
+// the steady state, both land on the same page.
 constexpr std::string_view kOutboxInsert =
-    "INSERT INTO idem_outbox(incoming, position, id, destination, body, headers, created_ms, expires_ms)"
-    " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, NULL)";
-// Unsent entries, found through the partial index that holds only them.
+    "INSERT OR REPLACE INTO idem_outbox(incoming, position, id, destination, body, headers, created_ms)"
+    " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)";
 constexpr std::string_view kOutboxColumns =
-    "SELECT incoming, position, id, destination, body, headers, created_ms FROM idem_outbox"
-    " INDEXED BY idem_outbox_unsent";
-constexpr std::string_view kOutboxPendingAll = " WHERE expires_ms IS NULL AND created_ms <= ?1 ORDER BY seq LIMIT ?2";
-constexpr std::string_view kOutboxPendingOf =
-    " WHERE incoming = ?1 AND expires_ms IS NULL AND created_ms <= ?3 ORDER BY position LIMIT ?2";
-constexpr std::string_view kOutboxMarkSent =
-    "UPDATE idem_outbox INDEXED BY idem_outbox_unsent SET expires_ms = ?3"
-    " WHERE incoming = ?1 AND position = ?2 AND expires_ms IS NULL";
-// Sent entries expired at ?1, at most ?2, among the ?3 oldest rows (by seq): sent
-// entries expire about in commit order, and the scan stays bounded.
-constexpr std::string_view kOutboxPurge =
-    "DELETE FROM idem_outbox WHERE seq IN (SELECT seq FROM idem_outbox"
-    " WHERE seq < (SELECT min(seq) FROM idem_outbox) + ?3 AND expires_ms <= ?1 ORDER BY seq LIMIT ?2)";
+    "SELECT incoming, position, id, destination, body, headers, created_ms FROM idem_outbox";
+constexpr std::string_view kOutboxPendingAll = " WHERE created_ms <= ?1 ORDER BY incoming, position LIMIT ?2";
+constexpr std::string_view kOutboxPendingOf = " WHERE incoming = ?1 AND created_ms <= ?3 ORDER BY position LIMIT ?2";
+constexpr std::string_view kOutboxMarkSent = "DELETE FROM idem_outbox WHERE incoming = ?1 AND position = ?2";
 
 std::int64_t clamp_i64(std::size_t n) {
   return n > static_cast<std::size_t>(std::numeric_limits<std::int64_t>::max())
@@ -38,11 +31,12 @@ std::int64_t clamp_i64(std::size_t n) {
 std::vector<std::pair<Statement*, std::string_view>> SqliteStore::outbox_statements() {
   static const std::string pending_all = std::string(kOutboxColumns) + std::string(kOutboxPendingAll);
   static const std::string pending_of = std::string(kOutboxColumns) + std::string(kOutboxPendingOf);
-  return {{&outbox_insert_, kOutboxInsert},
-          {&outbox_pending_all_, pending_all},
-          {&outbox_pending_of_, pending_of},
-          {&outbox_mark_, kOutboxMarkSent},
-          {&outbox_purge_, kOutboxPurge}};
+  return {
+      {&outbox_insert_, kOutboxInsert},
+      {&outbox_pending_all_, pending_all},
+      {&outbox_pending_of_, pending_of},
+      {&outbox_mark_, kOutboxMarkSent},
+  };
 }
 
 Status SqliteStore::write_outbox(const CommitRequest& q) {
@@ -85,31 +79,19 @@ StatusOr<std::vector<OutboxEntry>> SqliteStore::outbox_pending(const OutboxQuery
   return out;
 }
 
-Status SqliteStore::outbox_mark_sent(std::span<const OutboxEntry> sent, TimePoint now, Duration ttl) {
+Status SqliteStore::outbox_mark_sent(std::span<const OutboxEntry> sent, TimePoint /*now*/, Duration ttl) {
   if (ttl.count() <= 0) return invalid_argument("outbox_mark_sent: ttl must be > 0");
   if (sent.empty()) return ok_status();
-  const std::int64_t expires = to_unix_ms(now) + ttl.count();
   std::lock_guard lock(mu_);
   WriteScope w(*this);
   if (Status s = w.start(); !s.ok()) return s;
   for (const OutboxEntry& e : sent) {
     Use u(outbox_mark_);
-    u.blob(1, std::string_view(e.incoming_id)).i64(2, e.position).i64(3, expires);
+    u.blob(1, std::string_view(e.incoming_id)).i64(2, e.position);
     if (int rc = u.step(); rc != SQLITE_DONE) return error(rc, "marking outbox entries sent in");
   }
   if (Status s = fault("outbox.mark_sent.before_commit"); !s.ok()) return s;
   return w.finish();
-}
-
-StatusOr<std::size_t> SqliteStore::purge_outbox(std::int64_t now_ms, std::size_t max) {
-  if (max == 0) return std::size_t{0};
-  constexpr std::size_t kScanFactor = 4, kScanMin = 64;  // rows read per removal at most, as purge_rows
-  Use u(outbox_purge_);
-  u.i64(1, now_ms)
-      .i64(2, clamp_i64(max))
-      .i64(3, clamp_i64(max > SIZE_MAX / 8 ? SIZE_MAX / 2 : kScanFactor * max + kScanMin));
-  if (int rc = u.step(); rc != SQLITE_DONE) return error(rc, "purging the outbox of");
-  return static_cast<std::size_t>(sqlite3_changes(conn_.db));
 }
 
 }  // namespace idem::sqlite::detail

@@ -45,12 +45,13 @@ constexpr std::string_view kCreateV2 =
     "  bytes INTEGER NOT NULL"
     ");"
     "INSERT INTO idem_buffer_totals(one, count, bytes) VALUES(1, 0, 0);";
-// The table version 3 adds: the transactional outbox, in commit order (seq). expires_ms
-// is NULL while an entry is unsent; the partial index holds the unsent entries only,
-// so it stays small and a commit appends to the table's last page.
-constexpr std::string_view kCreateV3 =
+// The table of the transactional outbox (version 4; version 3 had another layout):
+// the unsent entries only, clustered by (incoming, position). A commit inserts its
+// entries and marking them sent deletes them, so the table stays as small as the
+// backlog: in the steady state one page, which the commit's insert and the deletion
+// of the previous commit's sent entries share.
+constexpr std::string_view kCreateOutbox =
     "CREATE TABLE idem_outbox("
-    "  seq INTEGER PRIMARY KEY,"
     "  incoming BLOB NOT NULL,"
     "  position INTEGER NOT NULL,"
     "  id BLOB NOT NULL,"
@@ -58,9 +59,20 @@ constexpr std::string_view kCreateV3 =
     "  body BLOB NOT NULL,"
     "  headers BLOB NOT NULL,"
     "  created_ms INTEGER NOT NULL,"
-    "  expires_ms INTEGER"
-    ");"
-    "CREATE INDEX idem_outbox_unsent ON idem_outbox(incoming, position) WHERE expires_ms IS NULL;";
+    "  PRIMARY KEY(incoming, position)"
+    ") WITHOUT ROWID;";
+// Version 3 → 4: the unsent entries of the old table (rows in commit order, expires_ms
+// NULL while unsent, a partial index of those) move to the new one; the sent ones
+// are dropped (nothing reads them). A later row of the same (incoming, position)
+// replaces an earlier one, as a later commit of the id does.
+constexpr std::string_view kRenameOutboxV3 =
+    "ALTER TABLE idem_outbox RENAME TO idem_outbox_v3;"
+    "DROP INDEX IF EXISTS idem_outbox_unsent;";
+constexpr std::string_view kMoveOutboxV3 =
+    "INSERT OR REPLACE INTO idem_outbox(incoming, position, id, destination, body, headers, created_ms)"
+    " SELECT incoming, position, id, destination, body, headers, created_ms FROM idem_outbox_v3"
+    " WHERE expires_ms IS NULL ORDER BY seq;"
+    "DROP TABLE idem_outbox_v3;";
 // An index on expires_ms that files written before the rotating purge scan carry: it
 // costs a second b-tree write per record and nothing reads it any more.
 constexpr std::string_view kHasExpiresIndex =
@@ -135,6 +147,12 @@ const std::vector<std::pair<std::string, std::set<std::string>>>& v2_tables() {
 }
 
 const std::set<std::string>& outbox_columns() {
+  static const std::set<std::string> c = {"incoming", "position", "id", "destination", "body", "headers", "created_ms"};
+  return c;
+}
+
+// The columns of version 3's idem_outbox.
+const std::set<std::string>& outbox_v3_columns() {
   static const std::set<std::string> c = {"seq",  "incoming", "position",   "id",        "destination",
                                           "body", "headers",  "created_ms", "expires_ms"};
   return c;
@@ -161,25 +179,40 @@ Status upgrade_to_v2(sqlite3* db, const std::string& path) {
   return write_version(db, path, "UPDATE idem_meta SET value = 2 WHERE key = 'schema_version'");
 }
 
-// Adds the table of version 3 to a version-2 file and records version 3. REQUIRES:
-// inside the write transaction that checked the file.
-Status upgrade_to_v3(sqlite3* db, const std::string& path) {
+// Adds the outbox table of version 4 to a version-2 file and records version 4.
+// REQUIRES: inside the write transaction that checked the file.
+Status upgrade_v2_to_v4(sqlite3* db, const std::string& path) {
   auto found = columns(db, path, "idem_outbox");
   if (!found.ok()) return found.status();
   if (!found->empty())
     return data_loss("sqlite: " + path +
                      " is of idem sqlite schema version 2 but already has a table idem_outbox: not a file idem wrote");
-  if (int rc = exec(db, std::string(kCreateV3).c_str()); rc != SQLITE_OK)
-    return sqlite_status(rc, db, "upgrading to schema version 3", path);
-  return write_version(db, path, "UPDATE idem_meta SET value = 3 WHERE key = 'schema_version'");
+  if (int rc = exec(db, std::string(kCreateOutbox).c_str()); rc != SQLITE_OK)
+    return sqlite_status(rc, db, "upgrading to schema version 4", path);
+  return write_version(db, path, "UPDATE idem_meta SET value = 4 WHERE key = 'schema_version'");
 }
 
-Status check_v3(sqlite3* db, const std::string& path) {
+// Checks that a file of `version` (3 or 4) has the idem_outbox of that version.
+Status check_outbox(sqlite3* db, const std::string& path, std::int64_t version) {
   auto found = columns(db, path, "idem_outbox");
   if (!found.ok()) return found.status();
   if (found->empty())
-    return data_loss("sqlite: " + path + " is of idem sqlite schema version 3 but has no table idem_outbox");
-  return check_columns(path, "idem_outbox", *found, outbox_columns());
+    return data_loss("sqlite: " + path + " is of idem sqlite schema version " + std::to_string(version) +
+                     " but has no table idem_outbox");
+  return check_columns(path, "idem_outbox", *found, version == 3 ? outbox_v3_columns() : outbox_columns());
+}
+
+// Moves a version-3 file's unsent outbox entries to the layout of version 4 and
+// records version 4. REQUIRES: inside the write transaction that checked the file.
+Status upgrade_v3_to_v4(sqlite3* db, const std::string& path) {
+  if (Status s = check_outbox(db, path, 3); !s.ok()) return s;
+  auto taken = columns(db, path, "idem_outbox_v3");
+  if (!taken.ok()) return taken.status();
+  if (!taken->empty()) return data_loss("sqlite: " + path + " has a table idem_outbox_v3: not a file idem wrote");
+  const std::string sql = std::string(kRenameOutboxV3) + std::string(kCreateOutbox) + std::string(kMoveOutboxV3);
+  if (int rc = exec(db, sql.c_str()); rc != SQLITE_OK)
+    return sqlite_status(rc, db, "upgrading to schema version 4", path);
+  return write_version(db, path, "UPDATE idem_meta SET value = 4 WHERE key = 'schema_version'");
 }
 
 // Checks the tables of a version-2 file and its buffer totals row.
@@ -218,7 +251,7 @@ Status check_or_create(sqlite3* db, const std::string& path) {
       if (!found->empty())
         return data_loss("sqlite: " + path + " has a table " + table + " but no idem_meta: not a file idem created");
     }
-    if (int rc = exec(db, (std::string(kCreateV1) + std::string(kCreateV2) + std::string(kCreateV3)).c_str());
+    if (int rc = exec(db, (std::string(kCreateV1) + std::string(kCreateV2) + std::string(kCreateOutbox)).c_str());
         rc != SQLITE_OK)
       return sqlite_status(rc, db, "creating the idem tables", path);
     const std::string insert =
@@ -250,11 +283,12 @@ Status check_or_create(sqlite3* db, const std::string& path) {
                      ")");
   if (version == 1) {
     if (Status up = upgrade_to_v2(db, path); !up.ok()) return up;
-    return upgrade_to_v3(db, path);
+    return upgrade_v2_to_v4(db, path);
   }
   if (Status v2 = check_v2(db, path); !v2.ok()) return v2;
-  if (version == 2) return upgrade_to_v3(db, path);
-  return check_v3(db, path);
+  if (version == 2) return upgrade_v2_to_v4(db, path);
+  if (version == 3) return upgrade_v3_to_v4(db, path);
+  return check_outbox(db, path, version);
 }
 
 }  // namespace

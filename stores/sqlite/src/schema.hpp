@@ -18,17 +18,17 @@
 //     one row: the entries and BufferEntry::bytes() in idem_buffer, updated in the
 //     transaction that changes idem_buffer, so that buffer_put checks its limits
 //     without counting the table.
-// Version 3 adds:
-//   idem_outbox(seq INTEGER PRIMARY KEY, incoming BLOB, position, id BLOB,
-//               destination BLOB, body BLOB, headers BLOB, created_ms, expires_ms)
-//   and the partial index idem_outbox_unsent ON (incoming, position) WHERE
-//   expires_ms IS NULL
-//     the transactional outbox: one row per outgoing message, appended by the commit
-//     of its incoming message (seq: commit order, so a commit writes the table's last
-//     page, not a page per incoming id); expires_ms is NULL while it is unsent, and
-//     now + ttl once marked sent (purge_expired then removes it, oldest first). The
-//     index holds the unsent entries only: it finds them, and one incoming id's,
-//     and stays as small as the backlog. headers is idem::encode_headers' form.
+// Version 4 adds (version 3 had an idem_outbox of another layout: rows in commit
+// order, kept until expiry once sent, with a partial index of the unsent ones):
+//   idem_outbox(incoming BLOB, position, id BLOB, destination BLOB, body BLOB,
+//               headers BLOB, created_ms, PRIMARY KEY(incoming, position))
+//               WITHOUT ROWID
+//     the transactional outbox's unsent entries: one row per outgoing message,
+//     inserted by the commit of its incoming message and deleted when it is marked
+//     sent (nothing reads a sent entry). The table stays as small as the backlog, so
+//     in the steady state a commit's insert and the deletion of the entries sent
+//     before it touch one page. headers is idem::encode_headers' form. A version-3
+//     file's unsent rows move into it at open; its sent rows are dropped.
 // An older file gets the later tables at open, in the transaction that checks it.
 //
 // Record states (column `state`): see RowState. Other tables in the file are the
@@ -51,10 +51,10 @@ enum RowState : int {
 };
 
 // Creates the idem tables if the file has no idem_meta, else checks that they are
-// ours and of a version this build reads, upgrading a version-1 file to version 2.
+// ours and of a version this build reads, upgrading an older file to kSchemaVersion.
 // All in one write transaction. REQUIRES: no open transaction on db.
-// Returns kDataLoss for a foreign idem_meta, idem_records or version-2 table (or a
-// version-2 file missing one), kFailedPrecondition for a newer schema version, or the
+// Returns kDataLoss for a foreign idem_meta, idem_records or later table (or a file
+// missing one of its version), kFailedPrecondition for a newer schema version, or the
 // SQLite error (e.g. kUnavailable when locked).
 Status ensure_schema(sqlite3* db, const std::string& path);
 

@@ -606,9 +606,6 @@ StatusOr<std::size_t> SqliteStore::purge_expired(TimePoint now, std::size_t max_
   std::optional<std::string> next_cursor;
   auto removed = purge_rows(now_ms, max_records, scan_limit, next_cursor);
   if (!removed.ok()) return removed.status();
-  auto sent = purge_outbox(now_ms, max_records - *removed);
-  if (!sent.ok()) return sent.status();
-  *removed += *sent;
   if (Status s = w.finish(); !s.ok()) return s;
   purge_cursor_ = std::move(next_cursor);
   // Expired local leases are records too (an abandoned claim).

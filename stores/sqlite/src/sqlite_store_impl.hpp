@@ -59,7 +59,8 @@ class SqliteStore final : public Store, public std::enable_shared_from_this<Sqli
   StatusOr<std::size_t> purge_expired(TimePoint now, std::size_t max_records) override;
 
   // The outbox (outbox.cpp): entries written by every commit form with the record;
-  // outbox_mark_sent in one write transaction.
+  // outbox_mark_sent deletes them, in one write transaction (sent entries are not kept,
+  // so purge_expired never counts any).
   StatusOr<std::vector<OutboxEntry>> outbox_pending(const OutboxQuery& q) override;
   Status outbox_mark_sent(std::span<const OutboxEntry> sent, TimePoint now, Duration ttl) override;
 
@@ -142,8 +143,6 @@ class SqliteStore final : public Store, public std::enable_shared_from_this<Sqli
   std::vector<std::pair<Statement*, std::string_view>> outbox_statements();
   // REQUIRES: a write transaction, rolled back by the caller on error. Writes q.outbox.
   Status write_outbox(const CommitRequest& q);
-  // REQUIRES: a write transaction. Deletes up to max sent entries expired at now_ms.
-  StatusOr<std::size_t> purge_outbox(std::int64_t now_ms, std::size_t max);
   Status run(const Statement& s, std::string_view what);  // steps to DONE
   // Prepares `sql` into `s` for one operator call. REQUIRES: mu_ held.
   Status prepare_once(Statement& s, std::string_view sql);
@@ -225,7 +224,7 @@ class SqliteStore final : public Store, public std::enable_shared_from_this<Sqli
   Statement select_entity_, insert_entity_, update_entity_, put_entity_;
   Statement buffer_get_, buffer_key_count_, buffer_insert_, buffer_delete_, buffer_low_, buffer_high_;
   Statement buffer_keys_, totals_, totals_add_;
-  Statement outbox_insert_, outbox_pending_all_, outbox_pending_of_, outbox_mark_, outbox_purge_;
+  Statement outbox_insert_, outbox_pending_all_, outbox_pending_of_, outbox_mark_;
 };
 
 }  // namespace idem::sqlite::detail

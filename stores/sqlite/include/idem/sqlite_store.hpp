@@ -78,11 +78,12 @@ struct Options {
 // build) opens, and the index is dropped. Schema version 2 adds idem_entities (one row
 // per entity key, WITHOUT ROWID), idem_buffer (PRIMARY KEY (key, version), WITHOUT
 // ROWID) and idem_buffer_totals (one row: entries and bytes in the buffer). Schema
-// version 3 adds idem_outbox (the transactional outbox, outbox.hpp: one row per
-// outgoing message in commit order, appended by the commit of its incoming message;
-// expires_ms NULL while unsent) with a partial index on (incoming, position) of the
-// unsent rows only, which stays as small as the backlog of unsent messages. A file of an
-// older version is upgraded at open, in one transaction.
+// version 4 adds idem_outbox (the transactional outbox, outbox.hpp: one row per
+// unsent outgoing message, PRIMARY KEY (incoming, position), WITHOUT ROWID), inserted
+// by the commit of its incoming message and deleted when marked sent, so it stays as
+// small as the backlog of unsent messages (version 3 kept sent rows in commit order
+// until their expiry; its unsent rows move to the new table). A file of an older
+// version is upgraded at open, in one transaction.
 //
 // Purge: purge_expired(now, max_records) is a rotating scan over the primary key. The
 // store keeps a cursor (the last id read, in memory; the first row after open). Each
@@ -95,9 +96,8 @@ struct Options {
 // `now` is gone after at most one full sweep of the cursor over the table (each call
 // moves it on by 4 × max_records + 64 rows, or past max_records deleted ones); live
 // records are never removed. An expired record not yet purged is still answered
-// as expired by claim and inspect: purging only reclaims space. The same call then
-// removes sent outbox entries past their expiry, up to the rest of max_records,
-// among the 4 × max_records + 64 oldest outbox rows.
+// as expired by claim and inspect: purging only reclaims space. Sent outbox entries
+// are not kept (outbox_mark_sent deletes them), so the purge never counts any.
 StatusOr<std::shared_ptr<Store>> open(const Options& options);
 
 // From a URI: sqlite:PATH?leases=local|shared&busy_timeout_ms=N&synchronous=normal|full&cache_mib=N;
@@ -114,6 +114,6 @@ StatusOr<Options> parse_uri(const StoreUri& uri);
 sqlite3* connection(const HandlerContext& ctx);
 
 // The schema version this build writes.
-inline constexpr int kSchemaVersion = 3;
+inline constexpr int kSchemaVersion = 4;
 
 }  // namespace idem::sqlite
