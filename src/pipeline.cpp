@@ -211,7 +211,10 @@ Decision Pipeline::effectively_once(const MessageView& m, HandlerThunk h, std::s
   auto claim = timed_store([&] { return impl_.store->claim(req); });
   if (!claim.ok()) return fail_open_or_closed(m, h, index, claim.status(), start);
   if (claim->status != ClaimStatus::kNew) {
-    if (claim->status == ClaimStatus::kCompleted && impl_.dispatcher) dispatch_pending_of(*m.id);
+    // A duplicate whose outgoing messages are still unsent sends them; the claim says
+    // so, so a duplicate whose messages were sent reads nothing more.
+    if (claim->status == ClaimStatus::kCompleted && claim->outbox_unsent && impl_.dispatcher)
+      dispatch_pending_of(*m.id);
     return answer_existing(*claim);
   }
   if (!gated) return run_claimed(*m.id, fp, claim->retries, handler_of(h, index), start, nullptr, m.version);

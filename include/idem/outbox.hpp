@@ -4,13 +4,15 @@
 // commit by the consumer's dispatcher, through the Publisher that
 // OutboxOptions::publishers opens for the destination.
 //
-// The store side is four things a backend implements (capabilities().outbox):
+// The store side is five things a backend implements (capabilities().outbox):
 //   1. every commit form writes CommitRequest::outbox with the record, atomically;
 //   2. Store::outbox_pending lists unsent entries (all, or one incoming id's);
 //   3. Store::outbox_mark_sent marks entries sent, expiring at now + ttl (or removes
 //      them at once);
 //   4. Store::purge_expired also removes sent entries past their expiry (or the
-//      backend expires them by itself, as it does its records).
+//      backend expires them by itself, as it does its records);
+//   5. a claim of a completed id sets ClaimResult::outbox_unsent iff the id has
+//      unsent entries.
 #pragma once
 
 #include <cstddef>

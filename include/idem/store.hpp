@@ -87,6 +87,12 @@ struct ClaimResult {
   std::string owner;                  // kInProgress: the lease holder
   Duration lease_left{0};             // kInProgress: time until the lease expires
   EntityRecord entity;                // kNew with ClaimRequest::entity_key: its record
+  // kCompleted, on a store with capabilities().outbox: true iff the id's commit wrote
+  // outbox entries (CommitRequest::outbox) that are still unsent, read in the same
+  // step as the claim; the consumer then dispatches them (outbox_pending of the id),
+  // and reads nothing more for a duplicate when it is false. Stores without an outbox
+  // leave it false.
+  bool outbox_unsent = false;
 
   static ClaimResult granted(std::uint32_t retries) {
     ClaimResult r;
@@ -286,10 +292,10 @@ class Store {
   // position, or every incoming id's (an incoming id's entries in position order).
   virtual StatusOr<std::vector<OutboxEntry>> outbox_pending(const OutboxQuery& q);
   // Marks the entries (by incoming_id, position) sent: outbox_pending no longer returns
-  // them. A store either keeps them until now + ttl (then purge_expired, or the
-  // backend's own expiry, removes them) or removes them at once (nothing reads a sent
-  // entry). Entries already sent or absent are skipped. One atomic step.
-  // REQUIRES: ttl > 0.
+  // them, nor does a claim count them in ClaimResult::outbox_unsent. A store either
+  // keeps them until now + ttl (then purge_expired, or the backend's own expiry,
+  // removes them) or removes them at once (nothing reads a sent entry). Entries
+  // already sent or absent are skipped. One atomic step. REQUIRES: ttl > 0.
   virtual Status outbox_mark_sent(std::span<const OutboxEntry> sent, TimePoint now, Duration ttl);
 
   // Removes up to max_records expired records (and, with capabilities().outbox, sent

@@ -192,6 +192,7 @@ TEST_P(StoreConformance, DuplicateOfCompletedIdReturnsStoredResult) {
   EXPECT_EQ(d.status, ClaimStatus::kCompleted);
   EXPECT_EQ(d.result, stored("the result\0bytes"s));
   EXPECT_FALSE(d.dead_lettered);
+  EXPECT_FALSE(d.outbox_unsent) << "committed without outgoing messages";
 
   ClaimResult n = claim_ok(claim_req("no-result", "A", t0 + milliseconds(1)));
   EXPECT_EQ(n.status, ClaimStatus::kCompleted);

@@ -8,6 +8,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -17,6 +18,7 @@
 
 #include "idem/consumer.hpp"
 #include "idem/memory_store.hpp"
+#include "idem/store_wrapper.hpp"
 #include "support/temp_dir.hpp"
 #ifdef IDEM_TEST_SQLITE
 #include "idem/sqlite_store.hpp"
@@ -88,6 +90,18 @@ PublisherFactory factory_of(std::shared_ptr<Downstream> d) {
     return std::unique_ptr<Publisher>(std::make_unique<FakePublisher>(d, destination));
   };
 }
+
+// The store as the consumer sees it, counting the reads of one incoming id's unsent
+// outgoing messages.
+class CountingReads final : public StoreWrapper {
+ public:
+  using StoreWrapper::StoreWrapper;
+  StatusOr<std::vector<OutboxEntry>> outbox_pending(const OutboxQuery& q) override {
+    if (q.incoming_id) ++reads_of_one_id;
+    return StoreWrapper::outbox_pending(q);
+  }
+  std::atomic<int> reads_of_one_id{0};
+};
 
 // --- the message ------------------------------------------------------------------
 
@@ -251,10 +265,12 @@ class OutboxOn : public ::testing::TestWithParam<Backend> {
   // A consumer over a freshly (re)opened store, as a restarted process has.
   void start() {
     consumer_.reset();
+    counting_.reset();
     store_.reset();
     store_ = GetParam().open(dir_.str(), fault_);
+    counting_ = std::make_shared<CountingReads>(store_);
     ConsumerOptions o;
-    o.store = store_;
+    o.store = counting_;
     o.clock = clock_;
     o.transactional = true;
     o.max_retries = 2;
@@ -285,6 +301,7 @@ class OutboxOn : public ::testing::TestWithParam<Backend> {
   std::shared_ptr<Downstream> down_ = std::make_shared<Downstream>();
   std::size_t dispatch_batch_ = 256;
   std::shared_ptr<Store> store_;
+  std::shared_ptr<CountingReads> counting_;  // store_ as the consumer sees it
   std::unique_ptr<Consumer<Msg>> consumer_;
   std::map<std::string, int> runs_;
 };
@@ -465,6 +482,39 @@ TEST_P(OutboxOn, ADuplicateDispatchesTheUnsentOutgoingMessagesInsteadOfRunning) 
   EXPECT_EQ(down_->distinct(), expected_ids({m}));
   EXPECT_EQ(consumer_->process(m).reason, Reason::kDuplicate);
   EXPECT_EQ(down_->ids().size(), 2u) << "a later duplicate sends nothing";
+}
+
+// The claim of a completed id says whether its outgoing messages are still unsent
+// (ClaimResult::outbox_unsent): a duplicate reads the outbox only then.
+TEST_P(OutboxOn, ADuplicateReadsTheOutboxOnlyWhenItsClaimSaysSomethingIsUnsent) {
+  start();
+  consumer_->tick();
+  auto claim_of = [&](const std::string& id) {
+    return store_->claim({id, "other", Duration{1000}, std::nullopt, clock_->now(), std::nullopt}).value();
+  };
+  const Msg sent = two_out("sent");
+  EXPECT_EQ(consumer_->process(sent).reason, Reason::kProcessed);
+  consumer_->tick();  // marks them sent
+  ASSERT_TRUE(pending("sent").empty());
+  const ClaimResult done = claim_of("sent");
+  EXPECT_EQ(done.status, ClaimStatus::kCompleted);
+  EXPECT_FALSE(done.outbox_unsent);
+  const int before = counting_->reads_of_one_id.load();
+  EXPECT_EQ(consumer_->process(sent).reason, Reason::kDuplicate);
+  EXPECT_EQ(counting_->reads_of_one_id.load(), before) << "nothing unsent: no outbox read";
+
+  down_->up = false;
+  const Msg unsent = two_out("unsent");
+  EXPECT_EQ(consumer_->process(unsent).reason, Reason::kProcessed);
+  down_->up = true;
+  const ClaimResult waiting = claim_of("unsent");
+  EXPECT_EQ(waiting.status, ClaimStatus::kCompleted);
+  EXPECT_TRUE(waiting.outbox_unsent);
+  EXPECT_EQ(consumer_->process(unsent).reason, Reason::kDuplicate);
+  EXPECT_EQ(counting_->reads_of_one_id.load(), before + 1);
+  EXPECT_EQ(down_->distinct(), expected_ids({sent, unsent}));
+  consumer_->tick();
+  EXPECT_FALSE(claim_of("unsent").outbox_unsent) << "marked sent";
 }
 
 // process_batch: SQLite runs the batch in one transaction and sends its outgoing

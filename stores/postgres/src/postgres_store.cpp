@@ -43,6 +43,7 @@ std::optional<ClaimResult> read_claim(const PGresult* r, int row, const ClaimReq
     c.status = ClaimStatus::kCompleted;
     c.result = get_opt_bytes(r, row, 7);
     c.dead_lettered = state == kRowDeadLettered;
+    c.outbox_unsent = get_bool(r, row, 12);
     return c;
   }
   const std::int64_t until = get_i64(r, row, 5);

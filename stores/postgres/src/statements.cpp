@@ -52,11 +52,16 @@ Sql make(const std::string& schema, const char* name, std::string text) {
   return Sql{std::string("idem_") + name, std::move(out)};
 }
 
+// The last column of a claim's answer: whether the record that refused (closed by
+// the caller with its id and ")") has unsent outbox entries (ClaimResult::outbox_unsent),
+// through the partial index of the unsent rows.
+constexpr const char* kUnsentOf = " EXISTS (SELECT 1 FROM @.idem_outbox o WHERE o.expires_ms IS NULL AND o.incoming = ";
+
 // The record statements: claims, commits, release, extend and the purge scan.
 void add_record_statements(Statements& t, const std::string& s) {
   // Both claim forms answer the same columns: ord, granted, retries, then the row that
   // refused (state, owner, lease_until_ms, fingerprint, result, expires_ms), then the
-  // entity record of a granted claim (revision, version, state).
+  // entity record of a granted claim (revision, version, state), then kUnsentOf.
   // The *_async forms also turn synchronous_commit off for the statement's own
   // transaction (set_config(…, true)): a lease is visible at once but not flushed
   // before the answer. Used only outside a transaction of the caller's.
@@ -70,11 +75,13 @@ void add_record_statements(Statements& t, const std::string& s) {
                  " VALUES ($1, 1, $2, $3, $4, NULL, 0, $3)" + claim_update("$5") +
                  " RETURNING r.retries)"
                  " SELECT 1::int8, true, ins.retries, NULL::int2, NULL::bytea, NULL::int8, NULL::int8, NULL::bytea,"
-                 " NULL::int8, e.revision, e.version, e.state FROM ins" +
+                 " NULL::int8, e.revision, e.version, e.state, false FROM ins" +
                  (a ? async : "") + " LEFT JOIN @.idem_entities e ON e.key = $6" + (a ? async_where : "") +
                  " UNION ALL"
                  " SELECT 1::int8, false, 0, r.state, r.owner, r.lease_until_ms, r.fingerprint, r.result,"
-                 " r.expires_ms, NULL, NULL, NULL FROM @.idem_records r"
+                 " r.expires_ms, NULL, NULL, NULL," +
+                 kUnsentOf +
+                 "r.id) FROM @.idem_records r"
                  " WHERE r.id = $1 AND NOT EXISTS (SELECT 1 FROM ins)");
     (a ? t.claim_batch_async : t.claim_batch) = make(
         s, a ? "claim_batch_async" : "claim_batch",
@@ -85,9 +92,8 @@ void add_record_statements(Statements& t, const std::string& s) {
             claim_update("$6") +
             " RETURNING r.id, r.retries)"
             " SELECT q.ord, ins.id IS NOT NULL, ins.retries, cur.state, cur.owner, cur.lease_until_ms,"
-            " cur.fingerprint, cur.result, cur.expires_ms, e.revision, e.version, e.state"
-            " FROM q" +
-            (a ? async : "") +
+            " cur.fingerprint, cur.result, cur.expires_ms, e.revision, e.version, e.state," +
+            kUnsentOf + "cur.id) FROM q" + (a ? async : "") +
             " LEFT JOIN ins ON ins.id = q.id"
             // LATERAL: one primary-key probe per request, never a scan of the table.
             " LEFT JOIN LATERAL (SELECT * FROM @.idem_records c WHERE c.id = q.id AND ins.id IS NULL) cur ON true"

@@ -115,6 +115,17 @@ StatusOr<std::vector<OutboxEntry>> RocksStore::outbox_pending(const OutboxQuery&
   return out;
 }
 
+Status RocksStore::note_unsent(std::string_view incoming_id, ClaimResult& c) {
+  if (c.status != ClaimStatus::kCompleted) return ok_status();
+  const std::string prefix = incoming_prefix(incoming_id);
+  std::unique_ptr<::rocksdb::Iterator> it(db_->NewIterator(::rocksdb::ReadOptions(), outbox_cf_));
+  it->Seek(slice(prefix));
+  if (!it->status().ok()) return to_status(it->status(), "read the outbox");
+  const std::string_view key = it->Valid() ? std::string_view(it->key().data(), it->key().size()) : "";
+  c.outbox_unsent = key.starts_with(prefix) && key.size() == prefix.size() + 4;
+  return ok_status();
+}
+
 Status RocksStore::outbox_mark_sent(std::span<const OutboxEntry> sent, TimePoint now, Duration ttl) {
   if (ttl.count() <= 0) return invalid_argument("outbox_mark_sent: ttl must be > 0");
   if (sent.empty()) return ok_status();

@@ -154,7 +154,9 @@ StatusOr<ClaimResult> RocksStore::claim(const ClaimRequest& q) {
     if (it == s.leases.end() || it->second.until_ms <= now) {
       if (Status st = read(q.id, l); !st.ok()) return st;
     }
-    return decide_claim(s, q, now, l);
+    ClaimResult c = decide_claim(s, q, now, l);
+    if (Status st = note_unsent(q.id, c); !st.ok()) return st;
+    return c;
   }
   // The entity key's stripe too: its cached record is read (or filled) under it.
   auto locks = lock_pair(q.id, *q.entity_key);
@@ -169,7 +171,9 @@ StatusOr<ClaimResult> RocksStore::claim(const ClaimRequest& q) {
       cache_entity(*q.entity_key, l.entity);
     }
   }
-  return decide_claim(s, q, now, l);
+  ClaimResult c = decide_claim(s, q, now, l);
+  if (Status st = note_unsent(q.id, c); !st.ok()) return st;
+  return c;
 }
 
 StatusOr<ClaimResult> RocksStore::claim_absent(const ClaimRequest& q) {
@@ -463,7 +467,12 @@ std::vector<StatusOr<ClaimResult>> RocksStore::claim_batch(std::span<const Claim
       out.emplace_back(statuses[i]);
     } else {
       Lookup l{dones[i], rets[i], entities[i].value_or(EntityRecord{})};
-      out.emplace_back(decide_claim(stripe_of(q.id), q, to_unix_ms(q.now), l));
+      ClaimResult c = decide_claim(stripe_of(q.id), q, to_unix_ms(q.now), l);
+      if (Status st = note_unsent(q.id, c); !st.ok()) {
+        out.emplace_back(st);
+      } else {
+        out.emplace_back(std::move(c));
+      }
     }
   }
   return out;

@@ -1,5 +1,6 @@
 // The transactional outbox of the SQLite store (idem_outbox; schema.hpp): the entries
-// a commit writes, outbox_pending and outbox_mark_sent (which removes them).
+// a commit writes, outbox_pending, outbox_mark_sent (which removes them), and whether
+// an incoming id has unsent entries (its claim's ClaimResult::outbox_unsent).
 #include <limits>
 #include <string>
 
@@ -19,6 +20,7 @@ constexpr std::string_view kOutboxColumns =
 constexpr std::string_view kOutboxPendingAll = " WHERE created_ms <= ?1 ORDER BY incoming, position LIMIT ?2";
 constexpr std::string_view kOutboxPendingOf = " WHERE incoming = ?1 AND created_ms <= ?3 ORDER BY position LIMIT ?2";
 constexpr std::string_view kOutboxMarkSent = "DELETE FROM idem_outbox WHERE incoming = ?1 AND position = ?2";
+constexpr std::string_view kOutboxHasUnsent = "SELECT 1 FROM idem_outbox WHERE incoming = ?1 LIMIT 1";
 
 std::int64_t clamp_i64(std::size_t n) {
   return n > static_cast<std::size_t>(std::numeric_limits<std::int64_t>::max())
@@ -31,12 +33,11 @@ std::int64_t clamp_i64(std::size_t n) {
 std::vector<std::pair<Statement*, std::string_view>> SqliteStore::outbox_statements() {
   static const std::string pending_all = std::string(kOutboxColumns) + std::string(kOutboxPendingAll);
   static const std::string pending_of = std::string(kOutboxColumns) + std::string(kOutboxPendingOf);
-  return {
-      {&outbox_insert_, kOutboxInsert},
-      {&outbox_pending_all_, pending_all},
-      {&outbox_pending_of_, pending_of},
-      {&outbox_mark_, kOutboxMarkSent},
-  };
+  return {{&outbox_insert_, kOutboxInsert},
+          {&outbox_pending_all_, pending_all},
+          {&outbox_pending_of_, pending_of},
+          {&outbox_mark_, kOutboxMarkSent},
+          {&outbox_has_unsent_, kOutboxHasUnsent}};
 }
 
 Status SqliteStore::write_outbox(const CommitRequest& q) {
@@ -77,6 +78,14 @@ StatusOr<std::vector<OutboxEntry>> SqliteStore::outbox_pending(const OutboxQuery
   }
   if (rc != SQLITE_DONE) return error(rc, "reading the outbox of");
   return out;
+}
+
+StatusOr<bool> SqliteStore::has_unsent(std::string_view incoming_id) {
+  Use u(outbox_has_unsent_);
+  u.blob(1, incoming_id);
+  const int rc = u.step();
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) return error(rc, "reading the outbox of");
+  return rc == SQLITE_ROW;
 }
 
 Status SqliteStore::outbox_mark_sent(std::span<const OutboxEntry> sent, TimePoint /*now*/, Duration ttl) {

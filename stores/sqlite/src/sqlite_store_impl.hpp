@@ -143,6 +143,8 @@ class SqliteStore final : public Store, public std::enable_shared_from_this<Sqli
   std::vector<std::pair<Statement*, std::string_view>> outbox_statements();
   // REQUIRES: a write transaction, rolled back by the caller on error. Writes q.outbox.
   Status write_outbox(const CommitRequest& q);
+  // Whether incoming_id has unsent outbox entries. REQUIRES: mu_ held.
+  StatusOr<bool> has_unsent(std::string_view incoming_id);
   Status run(const Statement& s, std::string_view what);  // steps to DONE
   // Prepares `sql` into `s` for one operator call. REQUIRES: mu_ held.
   Status prepare_once(Statement& s, std::string_view sql);
@@ -224,7 +226,7 @@ class SqliteStore final : public Store, public std::enable_shared_from_this<Sqli
   Statement select_entity_, insert_entity_, update_entity_, put_entity_;
   Statement buffer_get_, buffer_key_count_, buffer_insert_, buffer_delete_, buffer_low_, buffer_high_;
   Statement buffer_keys_, totals_, totals_add_;
-  Statement outbox_insert_, outbox_pending_all_, outbox_pending_of_, outbox_mark_;
+  Statement outbox_insert_, outbox_pending_all_, outbox_pending_of_, outbox_mark_, outbox_has_unsent_;
 };
 
 }  // namespace idem::sqlite::detail
