@@ -115,6 +115,17 @@ std::vector<std::string> consume_args(Broker& broker, const Mode& mode, const Ki
   return a;
 }
 
+// The last `n` lines of the file at `path`, for a failure message: the test's folder
+// is removed when it ends.
+std::string tail_of(const std::string& path, std::size_t n) {
+  std::ifstream f(path);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(f, line);) lines.push_back(line);
+  std::string out;
+  for (std::size_t i = lines.size() > n ? lines.size() - n : 0; i < lines.size(); ++i) out += lines[i] + "\n";
+  return out;
+}
+
 int kills_to_run(const KillOptions& o) {
   const char* env = std::getenv("IDEM_CONSUME_KILLS");
   return env ? std::max(o.kills, std::atoi(env)) : o.kills;
@@ -222,7 +233,7 @@ void run_kill_test(Broker& broker, const Mode& mode, const KillOptions& o) {
     if (b != 0) kill_now(b);
   }
   const int rc = wait_exit(spawn_idem(consume, log), o.final_timeout);
-  ASSERT_EQ(rc, 0) << "the last consumer did not exit by itself; log: " << log;
+  ASSERT_EQ(rc, 0) << "the last consumer did not exit by itself; the end of its log:\n" << tail_of(log, 40);
 
   check_effects(db, w, mode.strict);
   EXPECT_EQ(broker.dead_letter_bodies(o.topic), std::multiset<std::string>(w.malformed.begin(), w.malformed.end()));
