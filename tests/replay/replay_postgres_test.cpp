@@ -21,13 +21,15 @@ std::string fresh_uri() {
 }
 
 TEST(ReplayPostgres, ASecondRunContinuesFromTheFirstRunsState) {
+  ASSERT_NE(postgres_test::shared_server(), nullptr) << "no private PostgreSQL server";
   const std::string uri = fresh_uri();
-  expect_a_second_run_continues(uri);
+  ASSERT_NO_FATAL_FAILURE(expect_a_second_run_continues(uri));
 }
 
 TEST(ReplayPostgres, ALeaseLeftByACrashedRunBlocksItsIdUntilItExpires) {
+  ASSERT_NE(postgres_test::shared_server(), nullptr) << "no private PostgreSQL server";
   const std::string uri = fresh_uri();
-  expect_a_crashed_runs_lease_to_block_until_it_expires(uri);
+  ASSERT_NO_FATAL_FAILURE(expect_a_crashed_runs_lease_to_block_until_it_expires(uri));
 }
 
 }  // namespace

@@ -16,13 +16,13 @@ namespace {
 TEST(ReplaySqlite, ASecondRunContinuesFromTheFirstRunsState) {
   TempDir dir;
   const std::string uri = "sqlite:" + dir.path() + "/replay.db";
-  expect_a_second_run_continues(uri);
+  ASSERT_NO_FATAL_FAILURE(expect_a_second_run_continues(uri));
 }
 
 TEST(ReplaySqlite, ALeaseLeftByACrashedRunBlocksItsIdUntilItExpires) {
   TempDir dir;
   const std::string uri = "sqlite:" + dir.path() + "/replay.db?leases=shared";
-  expect_a_crashed_runs_lease_to_block_until_it_expires(uri);
+  ASSERT_NO_FATAL_FAILURE(expect_a_crashed_runs_lease_to_block_until_it_expires(uri));
 }
 
 TEST(ReplaySqlite, AStoreThatCannotBeOpenedExitsWithStatus1) {
