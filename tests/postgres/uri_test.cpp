@@ -17,6 +17,14 @@ std::string value_of(const postgres::Options& o, const std::string& key) {
   return "<absent>";
 }
 
+// Options for `schema` on the binary's private server. REQUIRES: shared_server().
+postgres::Options options_in(const std::string& schema) {
+  postgres::Options o;
+  o.connection = shared_server()->connection();
+  o.schema = schema;
+  return o;
+}
+
 StatusOr<postgres::Options> parse(const std::string& uri) {
   auto u = StoreUri::parse(uri);
   if (!u.ok()) return u.status();
@@ -93,9 +101,7 @@ TEST(PostgresSchema, ANewerSchemaVersionIsRefusedClearly) {
   ASSERT_NE(shared_server(), nullptr);
   Raw raw;
   const std::string schema = fresh_schema();
-  postgres::Options o;
-  o.connection = shared_server()->connection();
-  o.schema = schema;
+  postgres::Options o = options_in(schema);
   ASSERT_TRUE(postgres::open(o).ok());
   EXPECT_EQ(raw.query("SELECT value FROM " + schema + ".idem_meta WHERE key = 'schema_version'"),
             std::to_string(postgres::kSchemaVersion));
@@ -112,9 +118,7 @@ TEST(PostgresSchema, ASchemaOfVersionTwoIsUpgradedAtOpen) {
   ASSERT_NE(shared_server(), nullptr);
   Raw raw;
   const std::string schema = fresh_schema();
-  postgres::Options o;
-  o.connection = shared_server()->connection();
-  o.schema = schema;
+  postgres::Options o = options_in(schema);
   const TimePoint now = from_unix_ms(1'700'000'000'000);
   {
     auto store = postgres::open(o).value();
