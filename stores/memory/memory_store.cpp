@@ -17,6 +17,7 @@ namespace {
 using memory_detail::Entities;
 using memory_detail::Record;
 using memory_detail::RecordTable;
+using memory_detail::same_bytes;
 
 // True iff the record still says something at `now` (else it counts as absent): a
 // lease that has not expired, or a retry count / done record before expires_ms.
@@ -43,7 +44,7 @@ struct Key {
 // its id) until purge or eviction reaches it.
 class Shard {
  public:
-  explicit Shard(std::size_t cap) : cap_(cap) {}
+  explicit Shard(std::size_t cap) : cap_(cap), table_(cap) {}
 
   // The lock that guards this shard (claim_locked, commit_locked).
   std::unique_lock<memory_detail::ShardLock> lock() { return std::unique_lock<memory_detail::ShardLock>(mu_); }
@@ -99,7 +100,7 @@ class Shard {
     if (found != nullptr) {
       const Record& existing = *found;
       if (done(existing, now)) return failed_precondition("id is already completed");
-      if (leased(existing, now) && owners_[existing.owner] != q.owner)
+      if (leased(existing, now) && !same_bytes(owners_[existing.owner], q.owner))
         return failed_precondition("lease is held by " + owners_[existing.owner]);
     }
     std::unique_lock<std::mutex> entity_lock;
@@ -140,7 +141,7 @@ class Shard {
       r = Record{};  // an expired record counts as absent: start over
     }
     // Another owner's live lease: not ours to give up or to count against.
-    if (leased(r, now) && owners_[r.owner] != q.owner) return r.retries;
+    if (leased(r, now) && !same_bytes(owners_[r.owner], q.owner)) return r.retries;
     if (r.expires_ms <= now) r.retries = 0;  // the retry count expired
     if (r.state == RecordState::kInProgress) {
       r.state = RecordState::kPending;
@@ -157,7 +158,7 @@ class Shard {
     const std::int64_t now = to_unix_ms(q.now);
     std::lock_guard lock(mu_);
     Record* found = table_.find(k.id, k.tag);
-    if (found == nullptr || found->state != RecordState::kInProgress || owners_[found->owner] != q.owner)
+    if (found == nullptr || found->state != RecordState::kInProgress || !same_bytes(owners_[found->owner], q.owner))
       return failed_precondition("the lease is not held by this owner");
     Record& r = *found;
     if (!leased(r, now)) return failed_precondition("the lease expired");
@@ -261,7 +262,7 @@ class Shard {
   // Owners are few (one per consumer): they are interned, so a claim copies no string.
   std::uint32_t owner_id(std::string_view owner) {
     for (std::uint32_t i = 0; i < owners_.size(); ++i)
-      if (owners_[i] == owner) return i;
+      if (same_bytes(owners_[i], owner)) return i;
     owners_.emplace_back(owner);
     return static_cast<std::uint32_t>(owners_.size() - 1);
   }

@@ -11,7 +11,9 @@
 //    arena is freed from the front as records leave the front;
 //  - the index is an array of 8-byte slots (a 32-bit hash tag, the low 32 bits of the
 //    record's sequence number), linear probing, kept at most half full, with
-//    backward-shift deletion (no tombstones).
+//    backward-shift deletion (no tombstones). It is allocated at once for the records
+//    the table expects (up to kMaxReservedSlots), zeroed lazily by the OS, so a table
+//    that stays within that never rehashes; past it, the index doubles.
 // Records leave only from the front (pop_front, or rotate_front which moves a record
 // to the back), which is what makes the blocks and the arena FIFOs.
 //
@@ -20,6 +22,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <memory>
@@ -56,8 +59,12 @@ inline std::uint64_t hash_id(std::string_view id) {
     h ^= h >> 29;
   }
   if (i < id.size()) {
-    std::uint64_t w = 0;  // the last 1-7 bytes, little end first (no call to memcpy)
-    for (std::size_t k = id.size(); k > i; --k) w = (w << 8) | static_cast<unsigned char>(id[k - 1]);
+    std::uint64_t w = 0;
+    if (id.size() >= 8) {
+      std::memcpy(&w, id.data() + id.size() - 8, 8);  // the last 8 bytes, overlapping the word before
+    } else {
+      for (std::size_t k = id.size(); k > i; --k) w = (w << 8) | static_cast<unsigned char>(id[k - 1]);
+    }
     h = (h ^ w) * kMul;
     h ^= h >> 29;
   }
@@ -67,6 +74,29 @@ inline std::uint64_t hash_id(std::string_view id) {
   h *= 0xC4CEB9FE1A85EC53ULL;
   h ^= h >> 33;
   return h;
+}
+
+// a == b, inline: ids and owners are short, and a call to memcmp costs more than
+// comparing them eight bytes at a time.
+inline bool same_bytes(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  std::size_t i = 0;
+  for (; i + 8 <= a.size(); i += 8) {
+    std::uint64_t x, y;
+    std::memcpy(&x, a.data() + i, 8);
+    std::memcpy(&y, b.data() + i, 8);
+    if (x != y) return false;
+  }
+  if (i == a.size()) return true;
+  if (a.size() >= 8) {  // the last 8 bytes, overlapping the word before
+    std::uint64_t x, y;
+    std::memcpy(&x, a.data() + a.size() - 8, 8);
+    std::memcpy(&y, b.data() + b.size() - 8, 8);
+    return x == y;
+  }
+  for (; i < a.size(); ++i)
+    if (a[i] != b[i]) return false;
+  return true;
 }
 
 // The hash tag of an id: never 0 (0 marks an empty index slot).
@@ -85,7 +115,8 @@ class RecordTable {
     std::string_view id_view() const { return {id, id_size}; }
   };
 
-  RecordTable();
+  // An empty table whose index has room for `expected` records without rehashing.
+  explicit RecordTable(std::size_t expected);
 
   std::size_t size() const { return static_cast<std::size_t>(tail_ - head_); }
 
@@ -93,7 +124,7 @@ class RecordTable {
   Record* find(std::string_view id, std::uint32_t tag);
 
   // A hint: starts loading the index slot where find(…, tag) begins.
-  void prefetch(std::uint32_t tag) const { __builtin_prefetch(&slots_[home(tag)]); }
+  void prefetch(std::uint32_t tag) const { __builtin_prefetch(&slots_.get()[home(tag)]); }
 
   // Appends a new, empty record for id at the back. REQUIRES: id absent.
   Record& push_back(std::string_view id, std::uint32_t tag);
@@ -146,7 +177,7 @@ class RecordTable {
   std::uint64_t seq_of(const Slot& s) const {
     return head_ + static_cast<std::uint32_t>(s.seq - static_cast<std::uint32_t>(head_));
   }
-  std::size_t home(std::uint32_t tag) const { return tag & (slots_.size() - 1); }
+  std::size_t home(std::uint32_t tag) const { return tag & (slot_count_ - 1); }
   // The index slot of the record with sequence number seq.
   std::size_t slot_of(std::uint32_t tag, std::uint64_t seq) const;
   void erase_slot(std::size_t i);
@@ -161,7 +192,18 @@ class RecordTable {
   std::deque<std::unique_ptr<Entry[]>> blocks_;  // each of kBlockEntries
   std::unique_ptr<Entry[]> spare_;               // the last block to leave the front, if any
   std::uint64_t base_ = 0;                       // the sequence number of blocks_[0][0]
-  std::vector<Slot> slots_;                      // size: a power of two, at most half full
+  // Frees what zeroed_slots allocated.
+  struct FreeSlots {
+    std::size_t bytes;  // value-initialised (0) in a default unique_ptr
+    void operator()(Slot* p) const;
+  };
+  // n zeroed slots: a large index is mapped from the OS, which zeroes it page by page
+  // as it is first touched, so reserving it costs neither time nor resident memory up
+  // front. Throws std::bad_alloc if memory is exhausted, as operator new would.
+  static std::unique_ptr<Slot[], FreeSlots> zeroed_slots(std::size_t n);
+
+  std::unique_ptr<Slot[], FreeSlots> slots_;  // slot_count_: a power of two, at most half full
+  std::size_t slot_count_ = 0;
   std::uint64_t head_ = 0, tail_ = 0;
   Arena arena_;
 };
