@@ -206,6 +206,7 @@ Decision Pipeline::effectively_once(const MessageView& m, HandlerThunk h, std::s
   const auto fp = fingerprint_of(m);
   start = tick();  // the lease starts when the handler starts, not at receipt
   ClaimRequest req{*m.id, o_.owner, o_.lease, fp, start, std::nullopt};
+  req.check_outbox = impl_.dispatcher != nullptr;
   const bool gated = entity_gated(o_);
   if (gated) req.entity_key = *m.key;
   auto claim = timed_store([&] { return impl_.store->claim(req); });

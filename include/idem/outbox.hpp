@@ -11,8 +11,8 @@
 //      them at once);
 //   4. Store::purge_expired also removes sent entries past their expiry (or the
 //      backend expires them by itself, as it does its records);
-//   5. a claim of a completed id sets ClaimResult::outbox_unsent iff the id has
-//      unsent entries.
+//   5. a claim of a completed id with ClaimRequest::check_outbox sets
+//      ClaimResult::outbox_unsent iff the id has unsent entries.
 #pragma once
 
 #include <cstddef>

@@ -77,6 +77,10 @@ struct ClaimRequest {
   // key on every claim, release, extend and commit of that id (a store may place the
   // id's record by it, e.g. in the entity's Redis Cluster slot).
   std::optional<std::string_view> entity_key;
+  // Set: a claim that finds the id completed also says whether its commit's outbox
+  // entries are still unsent (ClaimResult::outbox_unsent). Unset: the store need not
+  // look, and leaves outbox_unsent false. A consumer with an outbox sets it.
+  bool check_outbox = false;
 };
 
 struct ClaimResult {
@@ -87,11 +91,11 @@ struct ClaimResult {
   std::string owner;                  // kInProgress: the lease holder
   Duration lease_left{0};             // kInProgress: time until the lease expires
   EntityRecord entity;                // kNew with ClaimRequest::entity_key: its record
-  // kCompleted, on a store with capabilities().outbox: true iff the id's commit wrote
-  // outbox entries (CommitRequest::outbox) that are still unsent, read in the same
-  // step as the claim; the consumer then dispatches them (outbox_pending of the id),
-  // and reads nothing more for a duplicate when it is false. Stores without an outbox
-  // leave it false.
+  // kCompleted with ClaimRequest::check_outbox, on a store with capabilities().outbox:
+  // true iff the id's commit wrote outbox entries (CommitRequest::outbox) that are
+  // still unsent, read in the same step as the claim; the consumer then dispatches
+  // them (outbox_pending of the id), and reads nothing more for a duplicate when it is
+  // false. False otherwise.
   bool outbox_unsent = false;
 
   static ClaimResult granted(std::uint32_t retries) {

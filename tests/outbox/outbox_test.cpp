@@ -484,13 +484,16 @@ TEST_P(OutboxOn, ADuplicateDispatchesTheUnsentOutgoingMessagesInsteadOfRunning) 
   EXPECT_EQ(down_->ids().size(), 2u) << "a later duplicate sends nothing";
 }
 
-// The claim of a completed id says whether its outgoing messages are still unsent
-// (ClaimResult::outbox_unsent): a duplicate reads the outbox only then.
+// The claim of a completed id says, when asked (ClaimRequest::check_outbox), whether
+// its outgoing messages are still unsent (ClaimResult::outbox_unsent): a duplicate
+// reads the outbox only then.
 TEST_P(OutboxOn, ADuplicateReadsTheOutboxOnlyWhenItsClaimSaysSomethingIsUnsent) {
   start();
   consumer_->tick();
-  auto claim_of = [&](const std::string& id) {
-    return store_->claim({id, "other", Duration{1000}, std::nullopt, clock_->now(), std::nullopt}).value();
+  auto claim_of = [&](const std::string& id, bool check_outbox = true) {
+    ClaimRequest q{id, "other", Duration{1000}, std::nullopt, clock_->now(), std::nullopt};
+    q.check_outbox = check_outbox;
+    return store_->claim(q).value();
   };
   const Msg sent = two_out("sent");
   EXPECT_EQ(consumer_->process(sent).reason, Reason::kProcessed);
@@ -510,6 +513,7 @@ TEST_P(OutboxOn, ADuplicateReadsTheOutboxOnlyWhenItsClaimSaysSomethingIsUnsent) 
   const ClaimResult waiting = claim_of("unsent");
   EXPECT_EQ(waiting.status, ClaimStatus::kCompleted);
   EXPECT_TRUE(waiting.outbox_unsent);
+  EXPECT_FALSE(claim_of("unsent", /*check_outbox=*/false).outbox_unsent) << "a claim that does not ask is not told";
   EXPECT_EQ(consumer_->process(unsent).reason, Reason::kDuplicate);
   EXPECT_EQ(counting_->reads_of_one_id.load(), before + 1);
   EXPECT_EQ(down_->distinct(), expected_ids({sent, unsent}));

@@ -171,7 +171,9 @@ TEST(MemoryStore, BatchesAcrossShardsAnswerAsOneCallPerRequest) {
     const auto a = batched->inspect(id, t1).value();
     const auto b = single->inspect(id, t1).value();
     ASSERT_EQ(a.has_value(), b.has_value()) << id;
-    if (a) EXPECT_EQ(a->state, b->state) << id;
+    if (a) {
+      EXPECT_EQ(a->state, b->state) << id;
+    }
   }
 }
 

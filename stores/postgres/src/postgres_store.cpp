@@ -43,7 +43,7 @@ std::optional<ClaimResult> read_claim(const PGresult* r, int row, const ClaimReq
     c.status = ClaimStatus::kCompleted;
     c.result = get_opt_bytes(r, row, 7);
     c.dead_lettered = state == kRowDeadLettered;
-    c.outbox_unsent = get_bool(r, row, 12);
+    c.outbox_unsent = q.check_outbox && get_bool(r, row, 12);
     return c;
   }
   const std::int64_t until = get_i64(r, row, 5);
@@ -186,6 +186,7 @@ StatusOr<ClaimResult> PgStore::claim_on(Conn& c, const ClaimRequest& q, bool asy
   const std::int64_t now = to_unix_ms(q.now);
   Params p;
   p.bytes(q.id).bytes(q.owner).i64(now + q.lease.count()).i64(encode_fp(q.fingerprint)).i64(now).bytes(q.entity_key);
+  p.i64(q.check_outbox ? 1 : 0);
   for (int attempt = 0; attempt < kClaimAttempts; ++attempt) {
     auto r = c.run(async ? sql_.claim_async : sql_.claim, p);
     if (!r.ok()) return r.status();
@@ -226,7 +227,7 @@ std::vector<StatusOr<ClaimResult>> PgStore::claim_batch(std::span<const ClaimReq
     // By id: concurrent batches lock rows in one order.
     std::sort(valid.begin(), valid.end(),
               [&](std::size_t a, std::size_t b) { return requests[a].id < requests[b].id; });
-    bool keyed = false;
+    bool keyed = false, check_outbox = false;
     std::vector<std::optional<std::string_view>> id, owner, ek;
     std::vector<std::optional<std::int64_t>> until, fp;
     for (std::size_t i : valid) {
@@ -237,11 +238,13 @@ std::vector<StatusOr<ClaimResult>> PgStore::claim_batch(std::span<const ClaimReq
       fp.push_back(encode_fp(q.fingerprint));
       ek.push_back(q.entity_key);
       keyed |= q.entity_key.has_value();
+      check_outbox |= q.check_outbox;  // one flag for the statement; read_claim keeps each request's
     }
     Params p;
     p.bytes_array(id).bytes_array(owner).i64_array(until).i64_array(fp);
     if (keyed) p.bytes_array(ek);
     p.i64(to_unix_ms(requests[valid.front()].now));
+    if (keyed) p.i64(check_outbox ? 1 : 0);
     const Sql& sql = keyed ? (c->joined() ? sql_.claim_batch : sql_.claim_batch_async)
                            : (c->joined() ? sql_.claim_lean : sql_.claim_lean_async);
     auto r = (*c)->run(sql, p);

@@ -53,9 +53,11 @@ Sql make(const std::string& schema, const char* name, std::string text) {
 }
 
 // The last column of a claim's answer: whether the record that refused (closed by
-// the caller with its id and ")") has unsent outbox entries (ClaimResult::outbox_unsent),
-// through the partial index of the unsent rows.
-constexpr const char* kUnsentOf = " EXISTS (SELECT 1 FROM @.idem_outbox o WHERE o.expires_ms IS NULL AND o.incoming = ";
+// the caller with its id and "))") has unsent outbox entries (ClaimResult::outbox_unsent),
+// through the partial index of the unsent rows; looked up only when parameter $7 (the
+// request's check_outbox) is 1.
+constexpr const char* kUnsentOf =
+    " ($7::int8 = 1 AND EXISTS (SELECT 1 FROM @.idem_outbox o WHERE o.expires_ms IS NULL AND o.incoming = ";
 
 // The record statements: claims, commits, release, extend and the purge scan.
 void add_record_statements(Statements& t, const std::string& s) {
@@ -81,7 +83,7 @@ void add_record_statements(Statements& t, const std::string& s) {
                  " SELECT 1::int8, false, 0, r.state, r.owner, r.lease_until_ms, r.fingerprint, r.result,"
                  " r.expires_ms, NULL, NULL, NULL," +
                  kUnsentOf +
-                 "r.id) FROM @.idem_records r"
+                 "r.id)) FROM @.idem_records r"
                  " WHERE r.id = $1 AND NOT EXISTS (SELECT 1 FROM ins)");
     (a ? t.claim_batch_async : t.claim_batch) = make(
         s, a ? "claim_batch_async" : "claim_batch",
@@ -93,7 +95,7 @@ void add_record_statements(Statements& t, const std::string& s) {
             " RETURNING r.id, r.retries)"
             " SELECT q.ord, ins.id IS NOT NULL, ins.retries, cur.state, cur.owner, cur.lease_until_ms,"
             " cur.fingerprint, cur.result, cur.expires_ms, e.revision, e.version, e.state," +
-            kUnsentOf + "cur.id) FROM q" + (a ? async : "") +
+            kUnsentOf + "cur.id)) FROM q" + (a ? async : "") +
             " LEFT JOIN ins ON ins.id = q.id"
             // LATERAL: one primary-key probe per request, never a scan of the table.
             " LEFT JOIN LATERAL (SELECT * FROM @.idem_records c WHERE c.id = q.id AND ins.id IS NULL) cur ON true"

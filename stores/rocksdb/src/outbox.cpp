@@ -115,9 +115,9 @@ StatusOr<std::vector<OutboxEntry>> RocksStore::outbox_pending(const OutboxQuery&
   return out;
 }
 
-Status RocksStore::note_unsent(std::string_view incoming_id, ClaimResult& c) {
-  if (c.status != ClaimStatus::kCompleted) return ok_status();
-  const std::string prefix = incoming_prefix(incoming_id);
+Status RocksStore::note_unsent(const ClaimRequest& q, ClaimResult& c) {
+  if (!q.check_outbox || c.status != ClaimStatus::kCompleted) return ok_status();
+  const std::string prefix = incoming_prefix(q.id);
   std::unique_ptr<::rocksdb::Iterator> it(db_->NewIterator(::rocksdb::ReadOptions(), outbox_cf_));
   it->Seek(slice(prefix));
   if (!it->status().ok()) return to_status(it->status(), "read the outbox");

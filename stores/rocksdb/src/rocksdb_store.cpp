@@ -155,7 +155,7 @@ StatusOr<ClaimResult> RocksStore::claim(const ClaimRequest& q) {
       if (Status st = read(q.id, l); !st.ok()) return st;
     }
     ClaimResult c = decide_claim(s, q, now, l);
-    if (Status st = note_unsent(q.id, c); !st.ok()) return st;
+    if (Status st = note_unsent(q, c); !st.ok()) return st;
     return c;
   }
   // The entity key's stripe too: its cached record is read (or filled) under it.
@@ -172,7 +172,7 @@ StatusOr<ClaimResult> RocksStore::claim(const ClaimRequest& q) {
     }
   }
   ClaimResult c = decide_claim(s, q, now, l);
-  if (Status st = note_unsent(q.id, c); !st.ok()) return st;
+  if (Status st = note_unsent(q, c); !st.ok()) return st;
   return c;
 }
 
@@ -468,7 +468,7 @@ std::vector<StatusOr<ClaimResult>> RocksStore::claim_batch(std::span<const Claim
     } else {
       Lookup l{dones[i], rets[i], entities[i].value_or(EntityRecord{})};
       ClaimResult c = decide_claim(stripe_of(q.id), q, to_unix_ms(q.now), l);
-      if (Status st = note_unsent(q.id, c); !st.ok()) {
+      if (Status st = note_unsent(q, c); !st.ok()) {
         out.emplace_back(st);
       } else {
         out.emplace_back(std::move(c));

@@ -203,9 +203,9 @@ class RocksStore final : public Store {
   Status outbox_mark_sent(std::span<const OutboxEntry> sent, TimePoint now, Duration ttl) override;
   // Adds q.outbox's puts to `batch`.
   Status stage_outbox(const CommitRequest& q, ::rocksdb::WriteBatch& batch);
-  // Sets c.outbox_unsent when c is kCompleted and incoming_id has unsent entries
-  // (one iterator seek); leaves other results alone.
-  Status note_unsent(std::string_view incoming_id, ClaimResult& c);
+  // Sets c.outbox_unsent when q.check_outbox, c is kCompleted and q.id has unsent
+  // entries (one iterator seek); leaves other results alone.
+  Status note_unsent(const ClaimRequest& q, ClaimResult& c);
 
   StatusOr<std::unique_ptr<StoreTransaction>> begin_with(TimePoint now,
                                                          std::function<void(const CommitRequest&)> before_commit);

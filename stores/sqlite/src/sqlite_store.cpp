@@ -237,9 +237,11 @@ StatusOr<ClaimResult> SqliteStore::claim_one(const ClaimRequest& q,
     c.status = ClaimStatus::kCompleted;
     c.result = (*row)->result;
     c.dead_lettered = (*row)->state == kRowDeadLettered;
-    auto unsent = has_unsent(q.id);
-    if (!unsent.ok()) return unsent.status();
-    c.outbox_unsent = *unsent;
+    if (q.check_outbox) {
+      auto unsent = has_unsent(q.id);
+      if (!unsent.ok()) return unsent.status();
+      c.outbox_unsent = *unsent;
+    }
     return c;
   }
   const auto lease = lease_of(q.id, *row);
