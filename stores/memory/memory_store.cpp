@@ -1,6 +1,7 @@
 #include "idem/memory_store.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <functional>
 #include <mutex>
 #include <string>
@@ -44,6 +45,8 @@ struct Key {
 // its id) until purge or eviction reaches it.
 class Shard {
  public:
+  static constexpr std::size_t kLiveRun = 8;  // live records in a row that end a purge walk
+
   explicit Shard(std::size_t cap) : cap_(cap), table_(cap) {}
 
   // The lock that guards this shard (claim_locked, commit_locked).
@@ -216,10 +219,12 @@ class Shard {
     return was_live;
   }
 
-  // Removes up to `max` records that are not live, examining at most `budget` entries.
-  std::size_t purge(std::int64_t now, std::size_t max, std::size_t budget) {
+  // Removes up to `max` records that are not live, examining at most `budget` entries;
+  // `live_run` carries the count of live records met in a row across calls (see
+  // purge_locked).
+  std::size_t purge(std::int64_t now, std::size_t max, std::size_t budget, std::size_t& live_run) {
     std::lock_guard lock(mu_);
-    return purge_locked(now, max, budget);
+    return purge_locked(now, max, budget, live_run);
   }
 
  private:
@@ -227,11 +232,10 @@ class Shard {
   // moved to the back, so that one long-lived record cannot shield expired ones behind
   // it. Stops after `max` removals, `budget` entries, one lap, or kLiveRun live
   // records in a row (with uniform TTLs the front is the oldest, so a run of live
-  // records means little has expired: the common case costs O(kLiveRun)).
-  // REQUIRES: mu_ held.
-  std::size_t purge_locked(std::int64_t now, std::size_t max, std::size_t budget) {
+  // records means little has expired: the common case costs O(kLiveRun)). live_run:
+  // live records met in a row before this walk, updated. REQUIRES: mu_ held.
+  std::size_t purge_locked(std::int64_t now, std::size_t max, std::size_t budget, std::size_t& live_run) {
     std::size_t removed = 0;
-    std::size_t live_run = 0;
     budget = std::min(budget, table_.size());
     while (removed < max && budget-- > 0 && live_run < kLiveRun) {
       if (live(table_.front().record, now)) {
@@ -255,7 +259,8 @@ class Shard {
   // Makes room for one record: drops a record that is no longer live if a short walk
   // finds one, else the record at the front (the oldest, which is then forgotten).
   void evict(std::int64_t now) {
-    if (purge_locked(now, 1, kEvictScan) > 0) return;
+    std::size_t live_run = 0;
+    if (purge_locked(now, 1, kEvictScan, live_run) > 0) return;
     table_.pop_front();
   }
 
@@ -267,7 +272,6 @@ class Shard {
     return static_cast<std::uint32_t>(owners_.size() - 1);
   }
 
-  static constexpr std::size_t kLiveRun = 8;     // live records in a row that end a purge walk
   static constexpr std::size_t kEvictScan = 32;  // entries an eviction examines first
 
   memory_detail::ShardLock mu_;
@@ -363,14 +367,18 @@ class MemoryStore final : public Store {
     const Key k = key(id);
     return shard(k).inspect(k, now);
   }
+  // The walk's budget is shared by the shards: O(max_records) work in all. So is its
+  // run of live records: the walk ends once Shard::kLiveRun live records in a row were
+  // met, in one shard or across several, so that purging a store where nothing has
+  // expired costs O(kLiveRun), not that per shard. Each call starts one shard further
+  // on, so that every shard's front is reached.
   StatusOr<std::size_t> purge_expired(TimePoint now, std::size_t max_records) override {
-    // The walk's budget is shared by the shards: O(max_records) work in all.
     const std::size_t budget = (kScanFactor * max_records + kScanMin) / shards_.size() + 1;
-    std::size_t removed = 0;
-    for (auto& s : shards_) {
-      if (removed >= max_records) break;
-      removed += s->purge(to_unix_ms(now), max_records - removed, budget);
-    }
+    const std::size_t n = shards_.size();
+    const std::size_t first = purge_start_.fetch_add(1, std::memory_order_relaxed) % n;
+    std::size_t removed = 0, live_run = 0;
+    for (std::size_t k = 0; k < n && removed < max_records && live_run < Shard::kLiveRun; ++k)
+      removed += shards_[(first + k) % n]->purge(to_unix_ms(now), max_records - removed, budget, live_run);
     return removed;
   }
 
@@ -452,7 +460,8 @@ class MemoryStore final : public Store {
   static constexpr std::uint32_t kPrefetchAhead = 8;  // index slots in flight in a batch
 
   std::vector<std::unique_ptr<Shard>> shards_;
-  Entities entities_;  // locked after an id shard, never before
+  std::atomic<std::size_t> purge_start_{0};  // the next purge_expired's first shard
+  Entities entities_;                        // locked after an id shard, never before
 };
 
 }  // namespace
