@@ -18,24 +18,59 @@ timeval to_timeval(Duration d) {
   return tv;
 }
 
-Reply convert(const redisReply* r) {
-  Reply out;
-  switch (r->type) {
-    case REDIS_REPLY_STRING: out.type = Reply::Type::kString; out.str.assign(r->str, r->len); break;
-    case REDIS_REPLY_STATUS: out.type = Reply::Type::kStatus; out.str.assign(r->str, r->len); break;
-    case REDIS_REPLY_ERROR: out.type = Reply::Type::kError; out.str.assign(r->str, r->len); break;
-    case REDIS_REPLY_INTEGER: out.type = Reply::Type::kInteger; out.integer = r->integer; break;
+}  // namespace
+
+Reply::Type ReplyView::type() const {
+  switch (static_cast<const redisReply*>(raw_)->type) {
+    case REDIS_REPLY_STRING:
+      return Reply::Type::kString;
+    case REDIS_REPLY_STATUS:
+      return Reply::Type::kStatus;
+    case REDIS_REPLY_ERROR:
+      return Reply::Type::kError;
+    case REDIS_REPLY_INTEGER:
+      return Reply::Type::kInteger;
     case REDIS_REPLY_ARRAY:
-      out.type = Reply::Type::kArray;
-      out.elements.reserve(r->elements);
-      for (std::size_t i = 0; i < r->elements; ++i) out.elements.push_back(convert(r->element[i]));
-      break;
-    default: out.type = Reply::Type::kNil; break;
+      return Reply::Type::kArray;
+    default:
+      return Reply::Type::kNil;
   }
-  return out;
 }
 
-}  // namespace
+bool ReplyView::error_is(std::string_view code) const {
+  const std::string_view s = str();
+  return is_error() && s.size() >= code.size() && s.compare(0, code.size(), code) == 0 &&
+         (s.size() == code.size() || s[code.size()] == ' ');
+}
+
+std::int64_t ReplyView::integer() const {
+  const auto* r = static_cast<const redisReply*>(raw_);
+  return r->type == REDIS_REPLY_INTEGER ? r->integer : 0;
+}
+
+std::string_view ReplyView::str() const {
+  const auto* r = static_cast<const redisReply*>(raw_);
+  const bool text = r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS || r->type == REDIS_REPLY_ERROR;
+  return text ? std::string_view(r->str, r->len) : std::string_view();
+}
+
+std::size_t ReplyView::size() const {
+  const auto* r = static_cast<const redisReply*>(raw_);
+  return r->type == REDIS_REPLY_ARRAY ? r->elements : 0;
+}
+
+ReplyView ReplyView::at(std::size_t i) const { return ReplyView(static_cast<const redisReply*>(raw_)->element[i]); }
+
+Reply ReplyView::to_reply() const {
+  Reply out;
+  out.type = type();
+  out.integer = integer();
+  out.str = str();
+  const std::size_t n = size();
+  out.elements.reserve(n);
+  for (std::size_t i = 0; i < n; ++i) out.elements.push_back(at(i).to_reply());
+  return out;
+}
 
 std::string to_string(const Endpoint& e) { return e.host + ":" + std::to_string(e.port); }
 
@@ -61,40 +96,30 @@ StatusOr<std::unique_ptr<Connection>> Connection::open(const Endpoint& at, const
   if (o.db != 0) {
     auto r = conn->call({"SELECT", std::to_string(o.db)});
     if (!r.ok()) return r.status();
-    if (r->is_error()) return invalid_argument("redis: SELECT " + std::to_string(o.db) + " at " + to_string(at) + " failed: " + r->str);
+    if (r->is_error())
+      return invalid_argument("redis: SELECT " + std::to_string(o.db) + " at " + to_string(at) + " failed: " + r->str);
   }
   return conn;
 }
 
-Connection::~Connection() { redisFree(c_); }
-
-namespace {
-
-// RESP: *<n>\r\n, then $<len>\r\n<bytes>\r\n per argument (binary-safe).
-void put_count(std::string& out, char tag, std::size_t n) {
-  char digits[24];
-  const auto end = std::to_chars(digits, digits + sizeof digits, n).ptr;
-  out += tag;
-  out.append(digits, end);
-  out += "\r\n";
+Connection::~Connection() {
+  drop_view();
+  redisFree(c_);
 }
 
-void put_arg(std::string& out, std::string_view a) {
-  put_count(out, '$', a.size());
-  out.append(a);
-  out += "\r\n";
+void Connection::drop_view() {
+  if (view_ != nullptr) freeReplyObject(view_);
+  view_ = nullptr;
 }
-
-}  // namespace
 
 void Connection::append_out() {
-  if (redisAppendFormattedCommand(c_, out_.data(), out_.size()) != REDIS_OK) broken_ = true;
+  if (redisAppendFormattedCommand(c_, out_.text().data(), out_.text().size()) != REDIS_OK) broken_ = true;
 }
 
 void Connection::append(const std::vector<std::string>& argv) {
   out_.clear();
-  put_count(out_, '*', argv.size());
-  for (const auto& a : argv) put_arg(out_, a);
+  out_.command(argv.size());
+  for (const auto& a : argv) out_.arg(a);
   append_out();
 }
 
@@ -105,28 +130,63 @@ void Connection::append(const Command& cmd, bool eval) {
   }
   const bool use_eval = eval || cmd.script->sha.empty();
   out_.clear();
-  put_count(out_, '*', 3 + cmd.keys.size() + cmd.args.size());
-  put_arg(out_, use_eval ? std::string_view("EVAL") : std::string_view("EVALSHA"));
-  put_arg(out_, use_eval ? cmd.script->body : cmd.script->sha);
-  char digits[24];
-  put_arg(out_, std::string_view(digits, std::to_chars(digits, digits + sizeof digits, cmd.keys.size()).ptr - digits));
-  for (const auto& k : cmd.keys) put_arg(out_, k);
-  for (const auto& a : cmd.args) put_arg(out_, a);
+  out_.command(3 + cmd.keys.size() + cmd.args.size());
+  out_.arg(use_eval ? std::string_view("EVAL") : std::string_view("EVALSHA"));
+  out_.arg(use_eval ? cmd.script->body : cmd.script->sha);
+  out_.arg_int(static_cast<std::int64_t>(cmd.keys.size()));
+  for (const auto& k : cmd.keys) out_.arg(k);
+  for (const auto& a : cmd.args) out_.arg(a);
   append_out();
 }
 
 StatusOr<Reply> Connection::read() {
-  if (broken_) return unavailable("redis: connection to " + to_string(at_) + " is broken");
-  void* raw = nullptr;
-  if (redisGetReply(c_, &raw) != REDIS_OK || raw == nullptr) {
-    broken_ = true;
-    const bool timeout = c_->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK);
-    return unavailable("redis: " + to_string(at_) + ": " + (timeout ? std::string("no reply within the command timeout") : std::string(c_->errstr)));
-  }
-  auto* r = static_cast<redisReply*>(raw);
-  Reply out = convert(r);
-  freeReplyObject(r);
+  auto v = read_view();
+  if (!v.ok()) return v.status();
+  Reply out = v->to_reply();
+  drop_view();
   return out;
+}
+
+StatusOr<ReplyView> Connection::read_view() {
+  drop_view();
+  if (broken_) return unavailable("redis: connection to " + to_string(at_) + " is broken");
+  if (redisGetReply(c_, &view_) != REDIS_OK || view_ == nullptr) {
+    broken_ = true;
+    view_ = nullptr;
+    const bool timeout = c_->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK);
+    return unavailable("redis: " + to_string(at_) + ": " +
+                       (timeout ? std::string("no reply within the command timeout") : std::string(c_->errstr)));
+  }
+  return ReplyView(view_);
+}
+
+void Connection::run(EncodedPipeline& p) {
+  std::vector<std::size_t> again;  // the script calls answered NOSCRIPT (rare)
+  // Round 0 sends every command; round 1, as EVAL, the scripts the node did not know.
+  for (int round = 0; round < 2; ++round) {
+    const std::size_t n = round == 0 ? p.size() : again.size();
+    if (n == 0) return;
+    std::vector<std::size_t> todo;
+    if (round == 1) todo.swap(again);
+    auto index = [&](std::size_t k) { return round == 0 ? k : todo[k]; };
+    out_.clear();
+    for (std::size_t k = 0; k < n; ++k) p.encode(index(k), round == 1, out_);
+    append_out();
+    for (std::size_t k = 0; k < n; ++k) {
+      auto r = read_view();
+      if (!r.ok()) {
+        const Status lost = unavailable("redis: connection to " + to_string(at_) + " lost before the reply");
+        for (; k < n; ++k) p.fail(index(k), lost);
+        return;
+      }
+      if (round == 0 && r->error_is("NOSCRIPT")) {
+        again.push_back(k);
+      } else {
+        p.take(index(k), *r);
+      }
+    }
+    drop_view();
+  }
 }
 
 void Connection::flush() {
@@ -162,8 +222,7 @@ void queue_pipeline(Connection& conn, std::span<const Command* const> cmds, std:
 }
 
 std::vector<StatusOr<Reply>> collect_pipeline(Connection& conn, std::span<const Command* const> cmds,
-                                              std::span<const bool> asking, int wait_replicas,
-                                              Duration wait_timeout) {
+                                              std::span<const bool> asking, int wait_replicas, Duration wait_timeout) {
   std::vector<StatusOr<Reply>> out(cmds.size(), StatusOr<Reply>(Reply{}));
   std::vector<std::size_t> todo(cmds.size());
   for (std::size_t i = 0; i < cmds.size(); ++i) todo[i] = i;
@@ -181,8 +240,7 @@ std::vector<StatusOr<Reply>> collect_pipeline(Connection& conn, std::span<const 
         if (asking[i]) conn.append({"ASKING"});
         conn.append(*cmds[i], true);
       }
-      if (wait_replicas > 0)
-        conn.append({"WAIT", std::to_string(wait_replicas), std::to_string(wait_timeout.count())});
+      if (wait_replicas > 0) conn.append({"WAIT", std::to_string(wait_replicas), std::to_string(wait_timeout.count())});
     }
     std::vector<std::size_t> again;
     for (std::size_t k = 0; k < todo.size(); ++k) {
@@ -212,8 +270,7 @@ std::vector<StatusOr<Reply>> collect_pipeline(Connection& conn, std::span<const 
 }
 
 std::vector<StatusOr<Reply>> send_pipeline(Connection& conn, std::span<const Command* const> cmds,
-                                           std::span<const bool> asking, int wait_replicas,
-                                           Duration wait_timeout) {
+                                           std::span<const bool> asking, int wait_replicas, Duration wait_timeout) {
   queue_pipeline(conn, cmds, asking, wait_replicas, wait_timeout);
   return collect_pipeline(conn, cmds, asking, wait_replicas, wait_timeout);
 }

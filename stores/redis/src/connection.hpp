@@ -11,6 +11,7 @@
 #include "command.hpp"
 #include "idem/redis_store.hpp"
 #include "reply.hpp"
+#include "resp_writer.hpp"
 
 struct redisContext;
 
@@ -27,6 +28,24 @@ struct ConnectOptions {
 
 // Renders "host:port".
 std::string to_string(const Endpoint& e);
+
+// A pipeline whose commands write their own RESP text and whose replies are read in
+// place, without a Command or a Reply per command (the standalone batch paths). It
+// sends no WAIT: callers that wait for replicas use send_pipeline.
+class EncodedPipeline {
+ public:
+  virtual ~EncodedPipeline() = default;
+  // The number of commands.
+  virtual std::size_t size() const = 0;
+  // Appends command i to out: one command(), then its arguments. A script call is
+  // EVAL with the body when eval (the node answered NOSCRIPT), else EVALSHA.
+  virtual void encode(std::size_t i, bool eval, RespWriter& out) = 0;
+  // Command i's reply, valid only during the call. Called once per command, in
+  // order, unless fail() is.
+  virtual void take(std::size_t i, const ReplyView& r) = 0;
+  // Command i got no reply (kUnavailable: the connection failed or was not there).
+  virtual void fail(std::size_t i, const Status& s) = 0;
+};
 
 // A connected, authenticated connection. Not thread-safe: one user at a time.
 class Connection {
@@ -51,6 +70,13 @@ class Connection {
   void flush();
   // One command, one reply.
   StatusOr<Reply> call(const std::vector<std::string>& argv);
+  // Like read(), without copying the reply: the view is valid until the next read on
+  // this connection.
+  StatusOr<ReplyView> read_view();
+  // Sends p's commands in one write and hands each reply to p in order. A script the
+  // node does not know (NOSCRIPT) is sent again as EVAL, in one more round trip. On
+  // an I/O error the commands not answered yet fail() and the connection is broken.
+  void run(EncodedPipeline& p);
 
   bool broken() const { return broken_; }
   // False iff the server closed the connection while it sat idle (checked without
@@ -60,10 +86,13 @@ class Connection {
 
  private:
   Connection(redisContext* c, Endpoint at) : c_(c), at_(std::move(at)) {}
-  // Queues out_ as it is.
+  // Queues the RESP text of out_ as it is.
   void append_out();
+  // Frees the reply that the last read_view() returned.
+  void drop_view();
   redisContext* c_;
-  std::string out_;  // the RESP text of the command being queued (reused)
+  RespWriter out_;        // the RESP text being queued (reused)
+  void* view_ = nullptr;  // the reply of the last read_view(), owned
   Endpoint at_;
   bool broken_ = false;
 };
@@ -73,8 +102,7 @@ class Connection {
 void queue_pipeline(Connection& conn, std::span<const Command* const> cmds, std::span<const bool> asking,
                     int wait_replicas, Duration wait_timeout);
 std::vector<StatusOr<Reply>> collect_pipeline(Connection& conn, std::span<const Command* const> cmds,
-                                              std::span<const bool> asking, int wait_replicas,
-                                              Duration wait_timeout);
+                                              std::span<const bool> asking, int wait_replicas, Duration wait_timeout);
 
 // Sends `cmds` on `conn` in one write (each preceded by ASKING when asking[i]) and
 // then WAIT wait_replicas wait_timeout when wait_replicas > 0, and reads every reply
@@ -82,8 +110,7 @@ std::vector<StatusOr<Reply>> collect_pipeline(Connection& conn, std::span<const 
 // the same connection. On an I/O error the replies not read yet are kUnavailable and
 // the connection is broken. With WAIT, each reply's replicas_acked is set.
 std::vector<StatusOr<Reply>> send_pipeline(Connection& conn, std::span<const Command* const> cmds,
-                                           std::span<const bool> asking, int wait_replicas,
-                                           Duration wait_timeout);
+                                           std::span<const bool> asking, int wait_replicas, Duration wait_timeout);
 
 // The connections to one node. Thread-safe.
 class NodePool {

@@ -2,6 +2,7 @@
 // sees hiredis types.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -23,6 +24,27 @@ struct Reply {
     return type == Type::kError && str.size() >= code.size() && str.compare(0, code.size(), code) == 0 &&
            (str.size() == code.size() || str[code.size()] == ' ');
   }
+};
+
+// A reply read in place: a view of the connection's reply buffer, valid until the
+// next read on that connection. Nothing is copied until to_reply(); for the batch
+// paths, which look at one code per key.
+class ReplyView {
+ public:
+  explicit ReplyView(const void* raw) : raw_(raw) {}
+  Reply::Type type() const;
+  bool is_error() const { return type() == Reply::Type::kError; }
+  // True iff this is an error reply whose first word is `code`.
+  bool error_is(std::string_view code) const;
+  std::int64_t integer() const;       // kInteger, else 0
+  std::string_view str() const;       // kString, kStatus, kError, else ""
+  std::size_t size() const;           // kArray: its element count, else 0
+  ReplyView at(std::size_t i) const;  // REQUIRES: i < size()
+  // A copy, for the rare answers that the Reply-based decoders handle.
+  Reply to_reply() const;
+
+ private:
+  const void* raw_;  // a redisReply
 };
 
 }  // namespace idem::redis::detail

@@ -14,9 +14,21 @@ class StandaloneExecutor final : public Executor {
     ptrs.reserve(cmds.size());
     for (const Command& c : cmds) ptrs.push_back(&c);
     std::unique_ptr<bool[]> asking(new bool[cmds.size()]());
-    auto out = send_pipeline(**conn, ptrs, std::span<const bool>(asking.get(), cmds.size()), wait_replicas, wait_timeout);
+    auto out =
+        send_pipeline(**conn, ptrs, std::span<const bool>(asking.get(), cmds.size()), wait_replicas, wait_timeout);
     pool_.give_back(std::move(conn).value());
     return out;
+  }
+
+  bool run_encoded(EncodedPipeline& p) override {
+    auto conn = pool_.borrow();
+    if (!conn.ok()) {
+      for (std::size_t i = 0; i < p.size(); ++i) p.fail(i, conn.status());
+      return true;
+    }
+    (*conn)->run(p);
+    pool_.give_back(std::move(conn).value());
+    return true;
   }
 
   StatusOr<Reply> run_anywhere(const std::vector<std::string>& argv) override {
