@@ -90,6 +90,10 @@ TEST_F(RedisBadInput, ScriptsFlushedFromTheServerAreSentAgain) {
   ASSERT_TRUE(batch[0].ok()) << batch[0].status().to_string();
   EXPECT_EQ(batch[0]->status, ClaimStatus::kCompleted);
   EXPECT_EQ(batch[2]->status, ClaimStatus::kNew);
+  ASSERT_TRUE(server_->command({"SCRIPT", "FLUSH"}).ok());
+  auto commits = store_->commit_batch(std::vector<CommitRequest>{commit("b", "B"), commit("c", "B")});
+  for (const Status& s : commits) EXPECT_TRUE(s.ok()) << s.to_string() << " (NOSCRIPT → EVAL in a batch)";
+  EXPECT_EQ(store_->claim(claim("c", "C"))->status, ClaimStatus::kCompleted);
 }
 
 TEST_F(RedisBadInput, IdsOfOneByteTheMaximumLengthAndBinaryBytes) {

@@ -37,6 +37,12 @@ std::string encode_fresh_lease(std::string_view owner, std::int64_t lease_until_
                                const std::optional<std::uint64_t>& fingerprint) {
   std::string out;
   out.reserve(owner.size() + 48);
+  append_fresh_lease(out, owner, lease_until_ms, fingerprint);
+  return out;
+}
+
+void append_fresh_lease(std::string& out, std::string_view owner, std::int64_t lease_until_ms,
+                        const std::optional<std::uint64_t>& fingerprint) {
   out += static_cast<char>(0x97);  // fixarray of 7
   put_str(out, "i");
   put_str(out, owner);
@@ -49,13 +55,18 @@ std::string encode_fresh_lease(std::string_view owner, std::int64_t lease_until_
     out += static_cast<char>(0xc2);  // false
   }
   out += static_cast<char>(0xc2);
-  return out;
 }
 
 std::string encode_done(char state, std::int64_t expires_ms, const std::optional<std::uint64_t>& fingerprint,
                         const std::optional<std::string_view>& result) {
   std::string out;
   out.reserve(40 + (result ? result->size() : 0));
+  append_done(out, state, expires_ms, fingerprint, result);
+  return out;
+}
+
+void append_done(std::string& out, char state, std::int64_t expires_ms, const std::optional<std::uint64_t>& fingerprint,
+                 const std::optional<std::string_view>& result) {
   out += static_cast<char>(0x97);
   put_str(out, std::string_view(&state, 1));
   put_str(out, "");
@@ -72,7 +83,6 @@ std::string encode_done(char state, std::int64_t expires_ms, const std::optional
   } else {
     out += static_cast<char>(0xc2);
   }
-  return out;
 }
 
 std::string encode_buffer_entry(std::string_view id, std::string_view message, std::int64_t at_ms) {

@@ -4,6 +4,7 @@
 #include <charconv>
 #include <unordered_set>
 
+#include "batch_pipelines.hpp"
 #include "idem/request_checks.hpp"
 #include "record_codec.hpp"
 #include "redis_store_impl.hpp"
@@ -52,27 +53,6 @@ StatusOr<std::optional<RecordInfo>> decode_record(const Reply& r, std::int64_t n
   return std::optional<RecordInfo>(std::move(info));
 }
 
-// Key k's answer in commit_many's {codes, details…} as the single commit script's
-// answer; *detail is the index of the next detail (the owner of a kLeasedByOther,
-// the message of a kCommitManyError), advanced past the one it takes.
-Reply commit_many_answer(const Reply& r, std::size_t k, std::size_t& detail) {
-  const char code = r.elements[0].str[k];
-  Reply one;
-  one.type = Reply::Type::kArray;
-  one.replicas_acked = r.replicas_acked;  // the WAIT after the batch script
-  Reply c;
-  c.type = Reply::Type::kInteger;
-  const std::int64_t digit = code - '0';
-  const bool known = digit == static_cast<std::int64_t>(CommitCode::kCommitted) ||
-                     digit == static_cast<std::int64_t>(CommitCode::kAlreadyCompleted) ||
-                     digit == static_cast<std::int64_t>(CommitCode::kLeasedByOther);
-  c.integer = known ? digit : kScriptError;  // kCommitManyError, or a character no script sends
-  one.elements.push_back(std::move(c));
-  const bool has_detail = !known || digit == static_cast<std::int64_t>(CommitCode::kLeasedByOther);
-  if (has_detail) one.elements.push_back(detail < r.elements.size() ? r.elements[detail++] : Reply{});
-  return one;
-}
-
 }  // namespace
 
 std::string printable(std::string_view bytes) {
@@ -90,6 +70,24 @@ std::string printable(std::string_view bytes) {
   }
   if (bytes.size() > 96) out += "...";
   return out;
+}
+
+Reply commit_many_answer(const Reply& r, std::size_t k, std::size_t& detail) {
+  const char code = r.elements[0].str[k];
+  Reply one;
+  one.type = Reply::Type::kArray;
+  one.replicas_acked = r.replicas_acked;  // the WAIT after the batch script
+  Reply c;
+  c.type = Reply::Type::kInteger;
+  const std::int64_t digit = code - '0';
+  const bool known = digit == static_cast<std::int64_t>(CommitCode::kCommitted) ||
+                     digit == static_cast<std::int64_t>(CommitCode::kAlreadyCompleted) ||
+                     digit == static_cast<std::int64_t>(CommitCode::kLeasedByOther);
+  c.integer = known ? digit : kScriptError;  // kCommitManyError, or a character no script sends
+  one.elements.push_back(std::move(c));
+  const bool has_detail = !known || digit == static_cast<std::int64_t>(CommitCode::kLeasedByOther);
+  if (has_detail) one.elements.push_back(detail < r.elements.size() ? r.elements[detail++] : Reply{});
+  return one;
 }
 
 // The Status for an error reply (or a {-1, message} script answer) at `key`.
@@ -315,11 +313,11 @@ std::vector<StatusOr<ClaimResult>> RedisStoreImpl::claim_batch(std::span<const C
   return out;
 }
 
+// Round trip 1: SET NX PX per valid request, except the repeats of an id, which go
+// to the claim script with the ids whose key exists (round trip 2, in request order).
 std::vector<StatusOr<ClaimResult>> RedisStoreImpl::claim_batch_plain(std::span<const ClaimRequest> requests) {
   std::vector<StatusOr<ClaimResult>> out(requests.size(), StatusOr<ClaimResult>(ClaimResult{}));
-  std::vector<Command> sets;
   std::vector<std::size_t> where;
-  sets.reserve(requests.size());
   where.reserve(requests.size());
   // Repeated ids are rare: the set that finds them is built only if there are any.
   bool repeats = false;
@@ -336,15 +334,31 @@ std::vector<StatusOr<ClaimResult>> RedisStoreImpl::claim_batch_plain(std::span<c
     const ClaimRequest& q = requests[i];
     if (Status s = check_claim(q); !s.ok()) {
       out[i] = s;
-      continue;
-    }
-    if (repeats && !seen.insert(q.id).second) {
+    } else if (repeats && !seen.insert(q.id).second) {
       scripted.push_back(i);
-      continue;
+    } else {
+      where.push_back(i);
     }
-    sets.push_back(fresh_claim_cmd(q));
-    where.push_back(i);
   }
+  FreshClaims fresh(*this, o_, requests, where, out, scripted);
+  if (!where.empty() && !ex_->run_encoded(fresh)) fresh_claims_by_command(requests, where, out, scripted);
+  if (scripted.empty()) return out;
+  std::sort(scripted.begin(), scripted.end());
+  std::vector<Command> cmds;
+  cmds.reserve(scripted.size());
+  for (std::size_t i : scripted) cmds.push_back(claim_cmd(requests[i]));
+  for_each_answer(cmds, claim_many_, 4, 0, [&](std::size_t k, StatusOr<const Reply*> a) {
+    out[scripted[k]] = a.ok() ? decode_claim(**a, cmds[k].keys[0]) : StatusOr<ClaimResult>(a.status());
+  });
+  return out;
+}
+
+void RedisStoreImpl::fresh_claims_by_command(std::span<const ClaimRequest> requests, std::span<const std::size_t> where,
+                                             std::vector<StatusOr<ClaimResult>>& out,
+                                             std::vector<std::size_t>& scripted) {
+  std::vector<Command> sets;
+  sets.reserve(where.size());
+  for (std::size_t i : where) sets.push_back(fresh_claim_cmd(requests[i]));
   auto replies = ex_->run(sets, 0, o_.wait_timeout);
   for (std::size_t k = 0; k < sets.size(); ++k) {
     auto granted = fresh_claim_answer(replies[k], sets[k].keys[0]);
@@ -356,15 +370,6 @@ std::vector<StatusOr<ClaimResult>> RedisStoreImpl::claim_batch_plain(std::span<c
       scripted.push_back(where[k]);  // the key exists: the script decides
     }
   }
-  if (scripted.empty()) return out;
-  std::sort(scripted.begin(), scripted.end());
-  std::vector<Command> cmds;
-  cmds.reserve(scripted.size());
-  for (std::size_t i : scripted) cmds.push_back(claim_cmd(requests[i]));
-  for_each_answer(cmds, claim_many_, 4, 0, [&](std::size_t k, StatusOr<const Reply*> a) {
-    out[scripted[k]] = a.ok() ? decode_claim(**a, cmds[k].keys[0]) : StatusOr<ClaimResult>(a.status());
-  });
-  return out;
 }
 
 // Requests with an entity write go to commit_entities (in one more round trip).
@@ -386,21 +391,25 @@ std::vector<Status> RedisStoreImpl::commit_batch(std::span<const CommitRequest> 
 // One round trip. On a cluster one commit script per request (each in its own
 // slot); on a standalone server commit_many scripts of up to kKeysPerScript commits
 // that share owner, now and ttl (those arguments sent once), answering one byte per
-// commit.
+// commit: encoded in place (CommitMany) unless a WAIT follows.
 std::vector<Status> RedisStoreImpl::commit_batch_plain(std::span<const CommitRequest> requests) {
   std::vector<Status> out(requests.size());
-  std::vector<Command> cmds;
   std::vector<std::size_t> where;
-  cmds.reserve(requests.size());
   where.reserve(requests.size());
   for (std::size_t i = 0; i < requests.size(); ++i) {
     if (Status s = check_commit(requests[i]); !s.ok()) {
       out[i] = s;
-      continue;
+    } else {
+      where.push_back(i);
     }
-    cmds.push_back(commit_cmd(requests[i]));
-    where.push_back(i);
   }
+  if (!o_.cluster && where.size() >= 2 && o_.wait_replicas <= 0) {
+    CommitMany many(*this, o_, commit_many_, requests, where, out, kKeysPerScript);
+    if (ex_->run_encoded(many)) return out;
+  }
+  std::vector<Command> cmds;
+  cmds.reserve(where.size());
+  for (std::size_t i : where) cmds.push_back(commit_cmd(requests[i]));
   if (o_.cluster || cmds.size() < 2) {
     auto replies = ex_->run(cmds, o_.wait_replicas, o_.wait_timeout);
     for (std::size_t k = 0; k < cmds.size(); ++k) {

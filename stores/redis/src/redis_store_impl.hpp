@@ -48,6 +48,12 @@ Status decode_commit(const Reply& a, const Options& o, const std::string& key);
 // key exists.
 StatusOr<bool> fresh_claim_answer(const StatusOr<Reply>& r, const std::string& key);
 
+// Key k's answer in commit_many's {codes, details…} as the single commit script's
+// answer; detail is the index of the next detail (the owner of a kLeasedByOther, the
+// message of a kCommitManyError), advanced past the one it takes.
+// REQUIRES: r is an array whose first element holds more than k codes.
+Reply commit_many_answer(const Reply& r, std::size_t k, std::size_t& detail);
+
 // Returns kInvalidArgument naming what is wrong with `o`.
 Status validate(const Options& o);
 
@@ -95,9 +101,13 @@ class RedisStoreImpl final : public Store {
   std::string id_key(std::string_view id, const std::optional<std::string_view>& entity_key) const;
   StatusOr<std::optional<RecordInfo>> inspect_key(const std::string& key, TimePoint now);
   std::vector<StatusOr<ClaimResult>> claim_batch_plain(std::span<const ClaimRequest> requests);
+  // claim_batch_plain's first round trip on a cluster (FreshClaims' answers, from
+  // fresh_claim_cmd's): out[i] granted or failed, or i appended to *scripted.
+  void fresh_claims_by_command(std::span<const ClaimRequest> requests, std::span<const std::size_t> where,
+                               std::vector<StatusOr<ClaimResult>>& out, std::vector<std::size_t>& scripted);
   std::vector<Status> commit_batch_plain(std::span<const CommitRequest> requests);
-  // commit_batch_plain on a standalone server: cmds (commit_cmd's, non-empty ids, at
-  // out[where[k]]) merged into commit_many scripts.
+  // commit_batch_plain on a standalone server with WAIT: cmds (commit_cmd's, valid
+  // requests, at out[where[k]]) merged into commit_many scripts.
   void commit_many(std::vector<Command>& cmds, const std::vector<std::size_t>& where, std::vector<Status>& out);
   // The claim script's command for q.
   Command claim_cmd(const ClaimRequest& q) const;
