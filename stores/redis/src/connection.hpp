@@ -40,8 +40,9 @@ class EncodedPipeline {
   // Appends command i to out: one command(), then its arguments. A script call is
   // EVAL with the body when eval (the node answered NOSCRIPT), else EVALSHA.
   virtual void encode(std::size_t i, bool eval, RespWriter& out) = 0;
-  // Command i's reply, valid only during the call. Called once per command, in
-  // order, unless fail() is.
+  // Command i's reply, valid only during the call. Called once per command in the
+  // order of the replies (a script sent again after NOSCRIPT answers after the
+  // others), unless fail() is called for it instead.
   virtual void take(std::size_t i, const ReplyView& r) = 0;
   // Command i got no reply (kUnavailable: the connection failed or was not there).
   virtual void fail(std::size_t i, const Status& s) = 0;
