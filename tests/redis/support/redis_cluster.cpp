@@ -20,21 +20,30 @@ StatusOr<std::unique_ptr<RedisCluster>> RedisCluster::start(int masters, int rep
   const auto log = c->nodes_.front()->dir() / "cluster-create.log";
   auto rc = run_program(argv, log, 60'000);
   if (!rc.ok()) return rc.status();
-  if (*rc != 0) return unavailable("redis-cli --cluster create failed (exit " + std::to_string(*rc) + "), see " + log.string());
+  if (*rc != 0)
+    return unavailable("redis-cli --cluster create failed (exit " + std::to_string(*rc) + "), see " + log.string());
   if (Status s = c->wait_ok(30'000); !s.ok()) return s;
-  // Replicas in sync: every replica's link to its master is up.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  for (auto& n : c->nodes_) {
-    while (true) {
-      auto r = n->command({"INFO", "replication"});
-      if (r.ok() && (r->str.find("role:master") != std::string::npos ||
-                     r->str.find("master_link_status:up") != std::string::npos))
-        break;
-      if (std::chrono::steady_clock::now() > deadline) return unavailable("a replica did not sync in time");
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-  }
+  if (Status s = c->wait_replicas_synced(static_cast<std::size_t>(masters * replicas), 30'000); !s.ok()) return s;
   return c;
+}
+
+Status RedisCluster::wait_replicas_synced(std::size_t expected, int timeout_ms) {
+  // A node that redis-cli made a replica may still report role:master for a moment,
+  // so count the replicas whose link is up rather than accept every master.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (true) {
+    std::size_t synced = 0;
+    for (auto& n : nodes_) {
+      auto r = n->command({"INFO", "replication"});
+      if (r.ok() && r->str.find("role:slave") != std::string::npos &&
+          r->str.find("master_link_status:up") != std::string::npos)
+        ++synced;
+    }
+    if (synced >= expected) return wait_streaming(timeout_ms);
+    if (std::chrono::steady_clock::now() > deadline)
+      return unavailable(std::to_string(synced) + " of " + std::to_string(expected) + " replicas synced in time");
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
 }
 
 std::string RedisCluster::uri() const {
@@ -82,10 +91,28 @@ Status RedisCluster::wait_ok(int timeout_ms) {
           r->str.find("cluster_slots_ok:16384") != std::string::npos)
         break;
       if (std::chrono::steady_clock::now() > deadline)
-        return unavailable("node " + std::to_string(n->port()) + " did not reach cluster_state:ok: " +
-                           (r.ok() ? r->str : r.status().to_string()));
+        return unavailable("node " + std::to_string(n->port()) +
+                           " did not reach cluster_state:ok: " + (r.ok() ? r->str : r.status().to_string()));
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
+  }
+  return ok_status();
+}
+
+Status RedisCluster::wait_streaming(int timeout_ms) {
+  // After a diskless full sync a master holds back its replication stream until the
+  // replica's first REPLCONF ACK, sent up to a second later: writes made before it
+  // are lost if the master dies then. WAIT returns once a replica acknowledged, which
+  // happens only after the stream flows.
+  for (auto& n : nodes_) {
+    auto info = n->command({"INFO", "replication"});
+    if (!info.ok() || info->str.find("role:master") == std::string::npos ||
+        info->str.find("connected_slaves:0") != std::string::npos)
+      continue;
+    auto acked = n->command({"WAIT", "1", std::to_string(timeout_ms)});
+    if (!acked.ok()) return acked.status();
+    if (acked->integer < 1)
+      return unavailable("the replica of node " + std::to_string(n->port()) + " did not acknowledge in time");
   }
   return ok_status();
 }

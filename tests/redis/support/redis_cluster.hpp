@@ -25,8 +25,14 @@ class RedisCluster {
   StatusOr<std::string> id_of(RedisServer& node);
   // Waits until every live node says cluster_state:ok and all slots are served.
   Status wait_ok(int timeout_ms);
+  // Waits until `expected` nodes are replicas whose link to their master is up and
+  // every master's replication stream flows (a write reaches its replica).
+  Status wait_replicas_synced(std::size_t expected, int timeout_ms);
 
  private:
+  // Waits until every master with a replica has had a write stream acknowledged.
+  Status wait_streaming(int timeout_ms);
+
   std::vector<std::unique_ptr<RedisServer>> nodes_;
 };
 
