@@ -17,6 +17,8 @@ namespace idem::memory {
 
 struct Options {
   // Records kept before the oldest is evicted. REQUIRES: > 0. Default 1,000,000.
+  // Each shard reserves an index for its share at open: 16 bytes of address space per
+  // record, at most 2 MiB per shard, resident only as its pages are touched.
   std::size_t max_records = 1'000'000;
   // Lock stripes (of ids, and of entity keys). REQUIRES: > 0. Default 16; more than
   // max_records are reduced to max_records.
