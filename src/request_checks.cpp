@@ -70,4 +70,9 @@ Status EntityChains::check(const CommitRequest& q) const {
   return ok_status();
 }
 
+bool reorderable(std::span<const CommitRequest> requests) {
+  return std::none_of(requests.begin(), requests.end(),
+                      [](const CommitRequest& q) { return q.entity || !q.outbox.empty(); });
+}
+
 }  // namespace idem

@@ -8,8 +8,12 @@
 // cannot encode) stay the backend's own checks.
 #pragma once
 
+#include <algorithm>
+#include <cstddef>
+#include <span>
 #include <string_view>
 #include <unordered_set>
+#include <vector>
 
 #include "idem/entity.hpp"
 #include "idem/status.hpp"
@@ -62,5 +66,24 @@ class EntityChains {
  private:
   std::unordered_set<std::string_view> stopped_;
 };
+
+// True iff a commit batch may be written in another order than its input's: no
+// request writes an entity or outbox entries (entity chains, and the outbox entries'
+// positions, follow the input order).
+bool reorderable(std::span<const CommitRequest> requests);
+
+// The order in which to visit a batch's requests: by id when by_id (stable, so that
+// the requests of one id keep their input order), else input order. A store that
+// keeps records in key order visits a batch by id so that its lookups and writes
+// walk the keys in one pass.
+template <class Request>
+std::vector<std::size_t> visit_order(std::span<const Request> requests, bool by_id) {
+  std::vector<std::size_t> order(requests.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  if (by_id)
+    std::stable_sort(order.begin(), order.end(),
+                     [&](std::size_t a, std::size_t b) { return requests[a].id < requests[b].id; });
+  return order;
+}
 
 }  // namespace idem

@@ -343,9 +343,7 @@ class MemoryStore final : public Store {
   // As claim_batch; batches with an entity write or outbox entries take the default
   // (its entity chains need the input order across shards).
   std::vector<Status> commit_batch(std::span<const CommitRequest> qs) override {
-    const bool plain =
-        std::all_of(qs.begin(), qs.end(), [](const CommitRequest& q) { return !q.entity && q.outbox.empty(); });
-    if (!plain) return Store::commit_batch(qs);
+    if (!reorderable(qs)) return Store::commit_batch(qs);
     std::vector<Status> out(qs.size());
     for (std::size_t i = 0; i < qs.size(); ++i) out[i] = check_commit(qs[i]);
     by_shard(

@@ -478,27 +478,6 @@ std::vector<StatusOr<ClaimResult>> RocksStore::claim_batch(std::span<const Claim
   return out;
 }
 
-namespace {
-
-// The order in which commit_batch stages requests: by id (stable, so that a repeated
-// id keeps its input order) when none writes an entity or outbox entries, whose
-// order matters; else input order. RocksDB inserts a batch into the memtable's
-// skiplist starting each search from the previous insert's position: in key order
-// the searches are short (perf: the skiplist search of an unsorted batch of new ids
-// took two fifths of its write).
-std::vector<std::size_t> staging_order(std::span<const CommitRequest> requests) {
-  std::vector<std::size_t> order(requests.size());
-  std::iota(order.begin(), order.end(), std::size_t{0});
-  const bool plain = std::none_of(requests.begin(), requests.end(),
-                                  [](const CommitRequest& q) { return q.entity || !q.outbox.empty(); });
-  if (plain)
-    std::stable_sort(order.begin(), order.end(),
-                     [&](std::size_t a, std::size_t b) { return requests[a].id < requests[b].id; });
-  return order;
-}
-
-}  // namespace
-
 std::vector<Status> RocksStore::commit_batch(std::span<const CommitRequest> requests) {
   std::vector<Status> out(requests.size());
   if (requests.empty()) return out;
@@ -540,7 +519,11 @@ std::vector<Status> RocksStore::commit_batch(std::span<const CommitRequest> requ
   std::unordered_set<std::string_view> staged_unleased;  // the rest are marked in their Lease
   EntityChains chains;                                   // capabilities().entity_chains
   std::vector<std::size_t> landed;
-  for (const std::size_t i : staging_order(requests)) {
+  // By id when the batch may be reordered: RocksDB inserts a batch into the memtable's
+  // skiplist searching from the previous insert's position, so in key order the
+  // searches are short (perf: the search of an unsorted batch of new ids took two
+  // fifths of its write).
+  for (const std::size_t i : visit_order(requests, reorderable(requests))) {
     const auto& q = requests[i];
     if (Status s = chains.check(q); !s.ok()) {
       out[i] = std::move(s);
