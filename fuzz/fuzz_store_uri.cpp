@@ -41,7 +41,7 @@ std::size_t count(std::string_view text, std::string_view what) {
 
 // True iff `password` is written once in uri, and there inside the user part (after
 // "//" and before the last '@' or "%40" ahead of the query) or as the whole value of
-// a "password=" parameter. Elsewhere (a host, a path, another parameter that happens
+// a parameter whose name holds "password", "secret" or "token". Elsewhere (a host, a path, another parameter that happens
 // to hold the same bytes) it is not a secret.
 bool written_once_as_password(std::string_view uri, const std::string& password) {
   if (count(uri, password) != 1) return false;
@@ -49,7 +49,11 @@ bool written_once_as_password(std::string_view uri, const std::string& password)
   const std::size_t p = uri.find(password);
   if (q != std::string_view::npos && p > q) {
     const std::string_view before = uri.substr(0, p), after = uri.substr(p + password.size());
-    return (before.ends_with("?password=") || before.ends_with("&password=")) &&
+    const std::size_t name = before.find_last_of("?&") + 1;
+    const std::string_view pair = before.substr(name);  // "NAME="
+    const bool secret = pair.find("password") != std::string_view::npos ||
+                        pair.find("secret") != std::string_view::npos || pair.find("token") != std::string_view::npos;
+    return secret && pair.ends_with('=') && pair.find('=') == pair.size() - 1 &&
            (after.empty() || after.front() == '&');
   }
   const std::string_view head = uri.substr(0, q);
@@ -105,7 +109,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (nats.ok()) check_redacted(uri, nats->password);
 #endif
 #ifdef IDEM_FUZZ_WITH_KAFKA
-  expect_parsed_or_message(idem::kafka::parse_uri(uri));
+  auto kafka = idem::kafka::parse_uri(uri);
+  expect_parsed_or_message(kafka);
+  if (kafka.ok()) {
+    for (const auto& [name, value] : kafka->properties)
+      if (name.find("password") != std::string::npos || name.find("secret") != std::string::npos)
+        check_redacted(uri, value);
+  }
 #endif
 
   auto u = idem::StoreUri::parse(uri);

@@ -15,7 +15,7 @@ IDEM_PACKAGES=(
   libyaml-cpp-dev
   librabbitmq-dev rabbitmq-server
   libnats-dev nats-server
-  librdkafka-dev
+  librdkafka-dev openjdk-17-jre-headless maven
   postgresql-15 libpq-dev
   ccache
   clang libclang-rt-14-dev

@@ -12,6 +12,8 @@ idem_install_packages
 
 run_suite() {  # run_suite NAME CTEST_LABEL_REGEX EXCLUDED_LABEL_REGEX [cmake args…]
   local name=$1 labels=$2 excluded=$3 suite_start=$SECONDS
+# Kafka's broker jars from Maven Central, once, into a cache outside the build trees.
+bash "$IDEM_ROOT/scripts/broker.sh" fetch kafka
   shift 3
   local dir="$IDEM_ROOT/build/$name"
   echo "== idem tests: $name build =="
@@ -21,6 +23,8 @@ run_suite() {  # run_suite NAME CTEST_LABEL_REGEX EXCLUDED_LABEL_REGEX [cmake ar
 }
 
 start=$SECONDS
+# Kafka's broker jars from Maven Central, once, into a cache outside the build trees.
+bash "$IDEM_ROOT/scripts/broker.sh" fetch kafka
 # Every test, optimised and without sanitizers.
 run_suite release "" "" -DIDEM_BUILD_EXAMPLES=ON
 if [[ "${IDEM_TEST_SANITIZERS:-1}" != 0 ]]; then
@@ -47,6 +51,8 @@ if [[ "${IDEM_TEST_SANITIZERS:-1}" != 0 ]]; then
 fi
 if [[ "${IDEM_TEST_FUZZ:-1}" != 0 ]]; then
   fuzz_start=$SECONDS
+# Kafka's broker jars from Maven Central, once, into a cache outside the build trees.
+bash "$IDEM_ROOT/scripts/broker.sh" fetch kafka
   echo "== idem tests: fuzz (30 s per target) =="
   "$IDEM_ROOT/scripts/fuzz.sh"
   echo "== idem tests: fuzz passed in $((SECONDS - fuzz_start)) s =="

@@ -73,7 +73,9 @@ StatusOr<HostPort> parse_host_port(std::string_view text);
 // the password, as redis-cli -u reads it). The user part runs from the "//" to the
 // last '@' (or percent-encoded "%40", which the parsers decode to '@') ahead of the
 // query. A URI without "//…@" (a path, such as "sqlite:/data/a@b.db") is returned as
-// is. The value of a "password=" query parameter (libpq reads one) is replaced too.
+// is. The value of a query parameter whose name holds "password", "secret" or "token"
+// ("password=", which libpq reads; Kafka's "sasl_password=" and
+// "rdkafka.ssl.key.password=") is replaced too.
 std::string redact_uri(std::string_view uri);
 
 // Returns message with every occurrence of uri replaced by redact_uri(uri), and of

@@ -47,7 +47,10 @@ TEST(UriSecret, APasswordParameterIsHidden) {
   EXPECT_EQ(redact_uri("postgres://u:one@h/db?password=two"), "postgres://u:***@h/db?password=***");
   EXPECT_EQ(redact_uri("postgres://h/db?pass%77ord=secret"), "postgres://h/db?pass%77ord=***") << "decoded name";
   EXPECT_EQ(redact_uri("postgres://h/db?password="), "postgres://h/db?password=") << "nothing to hide";
-  EXPECT_EQ(redact_uri("postgres://h/db?passwords=x"), "postgres://h/db?passwords=x") << "another parameter";
+  EXPECT_EQ(redact_uri("postgres://h/db?pass=x&user=u"), "postgres://h/db?pass=x&user=u") << "other parameters";
+  EXPECT_EQ(redact_uri("kafka://h:1/t?sasl_password=a&rdkafka.ssl.key.password=b&rdkafka.x.client.secret=c&token=d"),
+            "kafka://h:1/t?sasl_password=***&rdkafka.ssl.key.password=***&rdkafka.x.client.secret=***&token=***")
+      << "every name that holds password, secret or token";
   const std::string uri = "postgres://h/db?password=s%65cret";
   EXPECT_EQ(scrub_secrets("FATAL: password secret for " + uri, uri),
             "FATAL: password *** for postgres://h/db?password=***");

@@ -153,6 +153,43 @@ void check_effects(const std::string& db, const Workload& w, bool strict) {
   EXPECT_EQ(buffered, 0) << "the reorder buffer still holds messages";
 }
 
+std::chrono::milliseconds alive_for(const KillOptions& o, std::mt19937& rng) {
+  const auto spread = static_cast<unsigned>(std::max<std::int64_t>(1, o.alive_spread.count()));
+  return o.alive_min + std::chrono::milliseconds(rng() % spread);
+}
+
+// One consumer a round (once two), killed; then the last one, left to finish.
+std::vector<pid_t> kill_rounds(const std::vector<std::string>& consume, const std::string& log, const KillOptions& o,
+                               std::mt19937& rng) {
+  const int kills = kills_to_run(o);
+  for (int i = 0; i < kills; ++i) {
+    const pid_t a = spawn_idem(consume, log);
+    const pid_t b = i == kills / 2 ? spawn_idem(consume, log) : 0;  // once, two consumers of the group
+    std::this_thread::sleep_for(alive_for(o, rng));
+    kill_now(a);
+    if (b != 0) kill_now(b);
+    if (o.after_kill) o.after_kill(i);
+  }
+  return {spawn_idem(consume, log)};
+}
+
+// o.members consumers side by side; each round kills one at random and starts it
+// again. The members alive at the end are left to finish.
+std::vector<pid_t> churn(const std::vector<std::string>& consume, const std::string& log, const KillOptions& o,
+                         std::mt19937& rng) {
+  std::vector<pid_t> members;
+  for (int m = 0; m < o.members; ++m) members.push_back(spawn_idem(consume, log));
+  const int kills = kills_to_run(o);
+  for (int i = 0; i < kills; ++i) {
+    std::this_thread::sleep_for(alive_for(o, rng));
+    pid_t& victim = members[rng() % members.size()];
+    kill_now(victim);
+    if (o.after_kill) o.after_kill(i);
+    victim = spawn_idem(consume, log);
+  }
+  return members;
+}
+
 }  // namespace
 
 void PrintTo(const Mode& m, std::ostream* os) { *os << m.name; }
@@ -223,17 +260,11 @@ void run_kill_test(Broker& broker, const Mode& mode, const KillOptions& o) {
 
   const std::string db = dir.sub("idem.db");
   const std::vector<std::string> consume = consume_args(broker, mode, o, db);
-  const int kills = kills_to_run(o);
-  for (int i = 0; i < kills; ++i) {
-    const pid_t a = spawn_idem(consume, log);
-    const pid_t b = i == kills / 2 ? spawn_idem(consume, log) : 0;  // once, two consumers of the group
-    const auto spread = static_cast<unsigned>(std::max<std::int64_t>(1, o.alive_spread.count()));
-    std::this_thread::sleep_for(o.alive_min + std::chrono::milliseconds(rng() % spread));
-    kill_now(a);
-    if (b != 0) kill_now(b);
+  const std::vector<pid_t> last = o.members > 1 ? churn(consume, log, o, rng) : kill_rounds(consume, log, o, rng);
+  for (pid_t pid : last) {
+    const int rc = wait_exit(pid, o.final_timeout);
+    ASSERT_EQ(rc, 0) << "the last consumers did not exit by themselves; the end of their log:\n" << tail_of(log, 40);
   }
-  const int rc = wait_exit(spawn_idem(consume, log), o.final_timeout);
-  ASSERT_EQ(rc, 0) << "the last consumer did not exit by itself; the end of its log:\n" << tail_of(log, 40);
 
   check_effects(db, w, mode.strict);
   EXPECT_EQ(broker.dead_letter_bodies(o.topic), std::multiset<std::string>(w.malformed.begin(), w.malformed.end()));

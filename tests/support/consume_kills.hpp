@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <iosfwd>
 #include <set>
 #include <string>
@@ -58,6 +59,13 @@ struct KillOptions {
   // at random. A broker whose group join takes longer than alive_min needs more.
   std::chrono::milliseconds alive_min{150};
   std::chrono::milliseconds alive_spread{600};
+  // Consumers of the group running side by side. With 1, each round starts one (once
+  // two) and kills it; with more, they all run from the start and each round kills
+  // one of them at random and starts it again (a group under churn).
+  int members = 1;
+  // Called after each round's kill, before the next start (e.g. to stop or start a
+  // broker); may be empty.
+  std::function<void(int round)> after_kill;
 };
 
 // Runs the whole test against `broker`; reports through gtest assertions.

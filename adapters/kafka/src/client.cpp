@@ -38,6 +38,12 @@ void dr_msg_cb(rd_kafka_t*, const rd_kafka_message_t* m, void*) {
   if (m->_private != nullptr) *static_cast<rd_kafka_resp_err_t*>(m->_private) = m->err;
 }
 
+// Whether a librdkafka property holds a secret (sasl.password, ssl.key.password,
+// sasl.oauthbearer.client.secret …): its value is never put in a message.
+bool secret(const std::string& name) {
+  return name.find("password") != std::string::npos || name.find("secret") != std::string::npos;
+}
+
 }  // namespace
 
 void HandleDeleter::operator()(rd_kafka_t* rk) const { rd_kafka_destroy(rk); }
@@ -55,10 +61,15 @@ StatusOr<Handle> make_handle(rd_kafka_type_t type, const Options& o, Context* ct
   std::vector<std::pair<std::string, std::string>> all{{"bootstrap.servers", broker_list(o)},
                                                        {"log.connection.close", "false"}};
   all.insert(all.end(), settings.begin(), settings.end());
+  all.insert(all.end(), o.properties.begin(), o.properties.end());
   for (const auto& [name, value] : all) {
     if (rd_kafka_conf_set(conf, name.c_str(), value.c_str(), err, sizeof err) != RD_KAFKA_CONF_OK) {
       rd_kafka_conf_destroy(conf);
-      return invalid_argument("kafka: setting " + name + ": " + err);
+      std::string why = err;
+      if (secret(name) && !value.empty()) {
+        for (auto at = why.find(value); at != std::string::npos; at = why.find(value, at)) why.replace(at, value.size(), "***");
+      }
+      return invalid_argument("kafka: setting " + name + ": " + why);
     }
   }
   rd_kafka_conf_set_opaque(conf, ctx);
@@ -103,12 +114,13 @@ StatusOr<bool> topic_exists(rd_kafka_t* rk, const Options& o, const std::string&
   return exists;
 }
 
-// CreateTopics for `topics`, o.partitions each; "already exists" counts as success.
+// CreateTopics for `topics`, o.partitions and o.replication_factor each; "already
+// exists" counts as success.
 Status create_topics(rd_kafka_t* rk, const Options& o, const std::vector<std::string>& topics) {
   std::vector<rd_kafka_NewTopic_t*> news;
   char err[512];
   for (const std::string& t : topics) {
-    rd_kafka_NewTopic_t* nt = rd_kafka_NewTopic_new(t.c_str(), o.partitions, 1, err, sizeof err);
+    rd_kafka_NewTopic_t* nt = rd_kafka_NewTopic_new(t.c_str(), o.partitions, o.replication_factor, err, sizeof err);
     if (nt == nullptr) {
       for (auto* n : news) rd_kafka_NewTopic_destroy(n);
       return invalid_argument("kafka: topic " + t + ": " + err);

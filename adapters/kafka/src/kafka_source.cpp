@@ -18,6 +18,14 @@ constexpr const char* kReason = "idem-reason";
 constexpr const char* kDetail = "idem-detail";
 constexpr const char* kOrigin = "idem-origin";
 
+// librdkafka before 2.3.0 (Debian 12 ships 2.0.2) asserts in
+// rd_kafka_sticky_assignor_state_destroy when a consumer using the cooperative-sticky
+// assignor is destroyed between joining its group and its first assignment; there the
+// group rebalances eagerly (every partition revoked, then assigned again).
+const char* assignor() {
+  return rd_kafka_version() >= 0x020300ff ? "cooperative-sticky" : "range,roundrobin";
+}
+
 std::string name_of(const std::string& topic, std::int32_t partition) {
   return topic + "/" + std::to_string(partition);
 }
@@ -77,11 +85,11 @@ Status KafkaSource::start() {
                                {"auto.offset.reset", "earliest"},
                                {"session.timeout.ms", session},
                                {"heartbeat.interval.ms", heartbeat},
-                               {"partition.assignment.strategy", "cooperative-sticky"},
+                               {"partition.assignment.strategy", assignor()},
                                {"queued.min.messages", "1000"}});
   if (!consumer.ok()) return consumer.status();
   consumer_ = std::move(consumer).value();
-  auto producer = make_handle(RD_KAFKA_PRODUCER, o_, &ctx_, {{"acks", "all"}, {"linger.ms", "0"}});
+  auto producer = make_handle(RD_KAFKA_PRODUCER, o_, &ctx_, {{"enable.idempotence", "true"}, {"linger.ms", "0"}});
   if (!producer.ok()) return producer.status();
   producer_ = std::move(producer).value();
   if (Status s = check_reachable(producer_.get(), o_); !s.ok()) return s;

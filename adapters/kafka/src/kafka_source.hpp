@@ -62,7 +62,8 @@ class KafkaSource final : public MessageSource {
   Status forward(const Delivery& d, const std::string& topic, Headers extra, bool origin_key = false);
   std::int64_t now_ms() const;
   void leave_group();
-  // Whether the group rebalances incrementally (cooperative-sticky, the default here).
+  // Whether the group rebalances incrementally (cooperative-sticky, chosen where
+  // librdkafka is 2.3.0 or newer; see assignor() in kafka_source.cpp).
   bool cooperative() const;
 
   Options o_;

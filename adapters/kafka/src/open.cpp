@@ -13,6 +13,9 @@ Status check(const Options& o, bool needs_group) {
   if (o.topic.empty()) return invalid_argument("kafka: Options::topic is required");
   if (needs_group && o.group.empty()) return invalid_argument("kafka: Options::group is required");
   if (o.partitions <= 0) return invalid_argument("kafka: Options::partitions must be positive");
+  if (o.replication_factor == 0 || o.replication_factor < -1) {
+    return invalid_argument("kafka: Options::replication_factor must be positive, or -1 for the broker's default");
+  }
   if (o.session_timeout.count() <= 0 || o.connect_timeout.count() <= 0 || o.command_timeout.count() <= 0) {
     return invalid_argument("kafka: timeouts must be positive");
   }
@@ -25,7 +28,7 @@ class KafkaPublisher final : public Publisher {
   explicit KafkaPublisher(Options o) : o_(std::move(o)) { ctx_.log = o_.logger.get(); }
 
   Status start() {
-    auto p = detail::make_handle(RD_KAFKA_PRODUCER, o_, &ctx_, {{"acks", "all"}});
+    auto p = detail::make_handle(RD_KAFKA_PRODUCER, o_, &ctx_, {{"enable.idempotence", "true"}});
     if (!p.ok()) return p.status();
     producer_ = std::move(p).value();
     if (Status s = detail::check_reachable(producer_.get(), o_); !s.ok()) return s;

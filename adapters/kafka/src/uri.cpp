@@ -1,4 +1,7 @@
 // kafka://HOST:PORT[,HOST:PORT…]/TOPIC?group=G&… → Options.
+#include <algorithm>
+#include <iterator>
+
 #include "idem/kafka_source.hpp"
 #include "idem/store_uri.hpp"
 
@@ -11,7 +14,7 @@ Status take_brokers(std::string_view list, Options& o) {
   for (;;) {
     const auto comma = list.find(',');
     const std::string_view hp = list.substr(0, comma);
-    // Echoed: a kafka:// URI holds no credentials (take_userinfo refuses an '@').
+    // Echoed: credentials are query parameters, never in the broker list (an '@' is refused).
     if (auto parsed = parse_host_port(hp); !parsed.ok())
       return bad("\"" + std::string(hp) + "\": " + parsed.status().message());
     o.brokers.emplace_back(hp);
@@ -28,9 +31,37 @@ Status take_ms(const StoreUri& u, const char* name, Duration& d) {
   return ok_status();
 }
 
-Status take_params(const StoreUri& u, Options& o) {
-  if (Status s =
-          u.check_params({"group", "retry_topic", "dlq", "partitions", "session_timeout_ms", "connect_timeout_ms"});
+// The URI's security parameters and their librdkafka names.
+constexpr std::pair<const char*, const char*> kSecurity[] = {{"security_protocol", "security.protocol"},
+                                                             {"sasl_mechanism", "sasl.mechanisms"},
+                                                             {"sasl_username", "sasl.username"},
+                                                             {"sasl_password", "sasl.password"}};
+constexpr std::string_view kRdkafka = "rdkafka.";
+
+// Moves the security and "rdkafka." parameters of `u` into o.properties.
+Status take_properties(StoreUri& u, Options& o) {
+  std::vector<std::pair<std::string, std::string>> rest;
+  for (auto& [name, value] : u.params) {
+    if (name.starts_with(kRdkafka)) {
+      if (name.size() == kRdkafka.size()) return bad("rdkafka. needs a property name after it");
+      o.properties.emplace_back(name.substr(kRdkafka.size()), value);
+      continue;
+    }
+    auto it = std::find_if(std::begin(kSecurity), std::end(kSecurity), [&](const auto& s) { return name == s.first; });
+    if (it != std::end(kSecurity)) {
+      o.properties.emplace_back(it->second, value);
+    } else {
+      rest.emplace_back(std::move(name), std::move(value));
+    }
+  }
+  u.params = std::move(rest);
+  return ok_status();
+}
+
+Status take_params(StoreUri u, Options& o) {
+  if (Status s = take_properties(u, o); !s.ok()) return s;
+  if (Status s = u.check_params({"group", "retry_topic", "dlq", "partitions", "replication_factor",
+                                 "session_timeout_ms", "connect_timeout_ms"});
       !s.ok()) {
     return s;
   }
@@ -41,6 +72,12 @@ Status take_params(const StoreUri& u, Options& o) {
   if (!parts.ok()) return parts.status();
   if (*parts == 0 || *parts > 100'000) return bad("partitions must be in 1..100000");
   o.partitions = static_cast<int>(*parts);
+  if (u.param("replication_factor")) {
+    auto rf = u.param_uint("replication_factor", 1);
+    if (!rf.ok()) return rf.status();
+    if (*rf == 0 || *rf > 32'767) return bad("replication_factor must be in 1..32767");
+    o.replication_factor = static_cast<int>(*rf);
+  }
   if (Status s = take_ms(u, "session_timeout_ms", o.session_timeout); !s.ok()) return s;
   return take_ms(u, "connect_timeout_ms", o.connect_timeout);
 }
@@ -64,7 +101,7 @@ StatusOr<Options> parse_uri_unscrubbed(std::string_view uri) {
   if (Status s = take_brokers(rest.substr(0, slash), o); !s.ok()) return s;
   o.topic = std::string(rest.substr(slash + 1));
   if (o.topic.find('/') != std::string::npos) return bad("a topic name has no '/'");
-  if (Status s = take_params(*u, o); !s.ok()) return s;
+  if (Status s = take_params(*std::move(u), o); !s.ok()) return s;
   return o;
 }
 

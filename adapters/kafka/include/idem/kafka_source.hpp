@@ -37,6 +37,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "idem/clock.hpp"
@@ -57,10 +58,19 @@ struct Options {
   std::string retry_topic;           // empty (default): "<topic>.retry"
   std::string dead_letter_topic;     // empty (default): "<topic>.dlq"
   // Partitions of each topic the adapter creates when absent (topic, retry and
-  // dead-letter topic; CreateTopics, replication factor 1). A broker without
-  // CreateTopics that creates topics on first use applies its own defaults instead.
-  // Existing topics are left as they are. Default 1.
+  // dead-letter topic; CreateTopics). A broker without CreateTopics that creates topics
+  // on first use applies its own defaults instead. Existing topics are left as they
+  // are. Default 1.
   int partitions = 1;
+  // Replicas of each partition of the topics the adapter creates; -1 (default): the
+  // broker's default.replication.factor. Give 3 on a cluster that must survive the
+  // loss of a broker (a topic with one replica has nothing to fail over to).
+  int replication_factor = -1;
+  // librdkafka properties (name, value) set on every client the adapter makes, the
+  // consumer and the producers, after its own: security.protocol, sasl.*, ssl.* and
+  // any other (https://github.com/confluentinc/librdkafka/blob/master/CONFIGURATION.md).
+  // A property librdkafka refuses fails open() with librdkafka's own message.
+  std::vector<std::pair<std::string, std::string>> properties;
   // ms; session.timeout.ms: how long a member that stopped heartbeating (killed) keeps
   // its partitions. Default 10 s (the broker's group.min.session.timeout.ms applies).
   Duration session_timeout{10'000};
@@ -75,8 +85,13 @@ struct Options {
 };
 
 // Parses "kafka://HOST:PORT[,HOST:PORT…]/TOPIC?group=G[&retry_topic=NAME][&dlq=NAME]
-// [&partitions=N][&session_timeout_ms=N][&connect_timeout_ms=N]" (the group may be
-// left out for a Publisher). Errors are kInvalidArgument.
+// [&partitions=N][&replication_factor=N][&session_timeout_ms=N][&connect_timeout_ms=N]
+// [&security_protocol=P][&sasl_mechanism=M][&sasl_username=U][&sasl_password=S]
+// [&rdkafka.NAME=VALUE…]" (the group may be left out for a Publisher). The security
+// parameters and each "rdkafka." parameter become Options::properties
+// (security.protocol, sasl.mechanisms, sasl.username, sasl.password, NAME). Values are
+// percent-decoded. redact_uri() hides sasl_password and every parameter whose name
+// holds "password" or "secret". Errors are kInvalidArgument.
 StatusOr<Options> parse_uri(std::string_view uri);
 
 // Checks that a broker answers within connect_timeout, creates the topic, retry and
@@ -86,7 +101,8 @@ StatusOr<Options> parse_uri(std::string_view uri);
 // subscription is refused.
 StatusOr<std::unique_ptr<MessageSource>> open(Options options);
 
-// A publisher to `topic` with acks=all. Each message's body is the Kafka value, its
+// A publisher to `topic`, idempotent (enable.idempotence: acks=all, and a retried
+// produce is not written twice). Each message's body is the Kafka value, its
 // headers the Kafka headers; OutgoingMessage::id, when not empty, is sent as the
 // header "idem-id" (the Kafka key is left empty: it chooses the partition, and a
 // message id spreads one entity's messages over partitions just as no key does).

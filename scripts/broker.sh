@@ -1,0 +1,363 @@
+#!/usr/bin/env bash
+# Private brokers on 127.0.0.1 for the tests and for trying idem locally: free ports,
+# a private data folder, a readiness check, stopped by PID. Never a system-wide service.
+#
+#   scripts/broker.sh start kafka [--dir DIR] [--nodes N] [--owner PID]
+#   scripts/broker.sh start redis|nats|rabbitmq|postgres [--dir DIR] [--owner PID]
+#   scripts/broker.sh stop DIR                 every process started in DIR, by PID
+#   scripts/broker.sh kill-node DIR N          SIGKILL node N (1-based) of a Kafka cluster
+#   scripts/broker.sh start-node DIR N         start node N again, wait until it serves
+#   scripts/broker.sh fetch kafka              fill the jar cache only (then works offline)
+#
+# `start` prints KEY=VALUE lines on stdout (DIR=…, then the broker's addresses, e.g.
+# KAFKA_BOOTSTRAP=127.0.0.1:PORT[,…]); progress and errors go to stderr. Without --dir
+# it makes a temporary folder, which `stop` removes. --owner PID: the broker is stopped
+# when that process ends (the tests pass their own PID, so a crashed test leaves no
+# broker behind).
+#
+# Kafka runs from Maven Central's jars (org.apache.kafka:kafka_2.13, KRaft mode,
+# combined broker+controller nodes), resolved once with Maven into
+# ${IDEM_CACHE:-~/.cache/idem}/maven and reused by every later run. Each node has two
+# client listeners: PLAINTEXT (KAFKA_BOOTSTRAP) and SASL_PLAINTEXT with the PLAIN
+# mechanism (KAFKA_SASL_BOOTSTRAP, user KAFKA_SASL_USER, password KAFKA_SASL_PASSWORD).
+set -euo pipefail
+
+KAFKA_VERSION=4.1.1
+LOG4J_VERSION=2.24.3
+CACHE=${IDEM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/idem}
+
+die() { echo "broker.sh: $*" >&2; exit 1; }
+say() { echo "broker.sh: $*" >&2; }
+
+# A port in 20000..59999 that nothing on 127.0.0.1 accepts on and that no earlier call
+# of this run handed out.
+declare -A TAKEN=()
+free_port() {
+  local p
+  for _ in $(seq 200); do
+    p=$((20000 + (RANDOM * 32768 + RANDOM) % 40000))
+    [[ -n ${TAKEN[$p]:-} ]] && continue
+    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+      TAKEN[$p]=1
+      echo "$p"
+      return
+    fi
+  done
+  die "no free port found"
+}
+
+# wait_for SECONDS WHAT CMD…: runs CMD every 0.2 s until it succeeds.
+wait_for() {
+  local secs=$1 what=$2
+  shift 2
+  local deadline=$((SECONDS + secs))
+  until "$@" >/dev/null 2>&1; do
+    ((SECONDS < deadline)) || return 1
+    sleep 0.2
+  done
+}
+
+# launch DIR NAME CMD…: runs CMD in the background with its output in DIR/NAME.log and
+# its PID in DIR/NAME.pid.
+launch() {
+  local dir=$1 name=$2
+  shift 2
+  "$@" </dev/null >>"$dir/$name.log" 2>&1 &
+  echo $! >"$dir/$name.pid"
+}
+
+stop_pid_file() {  # stop_pid_file FILE SIGNAL
+  local f=$1 sig=$2 pid
+  pid=$(cat "$f" 2>/dev/null) || return 0
+  rm -f "$f"
+  kill "-$sig" "$pid" 2>/dev/null || return 0
+  for _ in $(seq 150); do
+    kill -0 "$pid" 2>/dev/null || return 0
+    sleep 0.1
+  done
+  kill -KILL "$pid" 2>/dev/null || true
+}
+
+# --- Kafka ---------------------------------------------------------------------------
+
+# Resolves Kafka's broker jars (and a log4j binding, so the broker writes a log) into
+# the cache; does nothing once they are there.
+kafka_jars() {
+  local jars="$CACHE/maven/kafka-$KAFKA_VERSION"
+  mkdir -p "$CACHE/maven"
+  exec 9>"$CACHE/maven/.lock"
+  flock 9  # one fetch at a time: test binaries start brokers side by side
+  if [[ ! -f $jars/.complete ]]; then
+    command -v mvn >/dev/null || die "Maven is needed once to fetch Kafka's jars (apt-get install maven)"
+    local pom
+    pom=$(mktemp -d)
+    cat >"$pom/pom.xml" <<EOF
+<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>idem.scripts</groupId><artifactId>kafka-broker</artifactId><version>1</version>
+  <packaging>pom</packaging>
+  <dependencies>
+    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka_2.13</artifactId><version>$KAFKA_VERSION</version></dependency>
+    <dependency><groupId>org.apache.logging.log4j</groupId><artifactId>log4j-slf4j-impl</artifactId><version>$LOG4J_VERSION</version></dependency>
+  </dependencies>
+</project>
+EOF
+    say "fetching Kafka $KAFKA_VERSION's jars into $jars (once)"
+    rm -rf "$jars.tmp"
+    mvn -q -B -Dstyle.color=never -f "$pom/pom.xml" -Dmaven.repo.local="$CACHE/maven/repo" dependency:copy-dependencies \
+      -DincludeScope=runtime -DoutputDirectory="$jars.tmp" >&2 || die "Maven could not resolve kafka_2.13:$KAFKA_VERSION"
+    rm -rf "$pom" "$jars"
+    mv "$jars.tmp" "$jars"
+    touch "$jars/.complete"
+  fi
+  exec 9>&-
+  echo "$jars"
+}
+
+java_cmd() {
+  command -v java >/dev/null || die "Java 17 is needed (apt-get install openjdk-17-jre-headless)"
+  echo java
+}
+
+# kafka_ready PORT NODES: a Metadata request (v4, all topics) on PORT is answered and
+# lists NODES brokers. Bytes: size, api key 3, version 4, correlation id, client id
+# "idem", topics null, allow_auto_topic_creation false.
+kafka_ready() {
+  local port=$1 nodes=$2 reply
+  reply=$(
+    exec 3<>"/dev/tcp/127.0.0.1/$port" || exit 1
+    printf '\x00\x00\x00\x13\x00\x03\x00\x04\x00\x00\x00\x01\x00\x04idem\xff\xff\xff\xff\x00' >&3
+    timeout 2 head -c 16 <&3 | od -An -v -tu1
+  ) || return 1
+  local b=($reply)
+  ((${#b[@]} == 16)) || return 1
+  # bytes 12..15: the number of brokers, after size, correlation id and throttle time
+  (((b[12] << 24) + (b[13] << 16) + (b[14] << 8) + b[15] == nodes))
+}
+
+kafka_node_config() {  # kafka_node_config DIR NODE PORT SASL_PORT CONTROLLER_PORT VOTERS NODES
+  local dir=$1 n=$2 port=$3 sasl=$4 cport=$5 voters=$6 nodes=$7
+  local rf=$((nodes >= 3 ? 3 : 1)) isr=$((nodes >= 3 ? 2 : 1))
+  cat <<EOF
+process.roles=broker,controller
+node.id=$n
+controller.quorum.voters=$voters
+listeners=PLAINTEXT://127.0.0.1:$port,SASL_PLAINTEXT://127.0.0.1:$sasl,CONTROLLER://127.0.0.1:$cport
+advertised.listeners=PLAINTEXT://127.0.0.1:$port,SASL_PLAINTEXT://127.0.0.1:$sasl
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT
+sasl.enabled.mechanisms=PLAIN
+listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_idem="idem-test-secret";
+log.dirs=$dir/node$n/data
+num.partitions=1
+default.replication.factor=$rf
+min.insync.replicas=$isr
+offsets.topic.replication.factor=$rf
+offsets.topic.num.partitions=4
+transaction.state.log.replication.factor=$rf
+transaction.state.log.min.isr=$isr
+group.initial.rebalance.delay.ms=0
+group.min.session.timeout.ms=500
+auto.create.topics.enable=true
+log.flush.interval.messages=9223372036854775807
+unclean.leader.election.enable=false
+EOF
+}
+
+kafka_log4j() {  # the node's log, INFO and up, in DIR/nodeN/server.log
+  cat <<EOF
+appender.f.type=File
+appender.f.name=f
+appender.f.fileName=$1/server.log
+appender.f.layout.type=PatternLayout
+appender.f.layout.pattern=[%d] %p %m (%c)%n
+rootLogger.level=INFO
+rootLogger.appenderRef.f.ref=f
+EOF
+}
+
+start_kafka_node() {  # start_kafka_node DIR N
+  local dir=$1 n=$2 jars
+  jars=$(kafka_jars)
+  launch "$dir" "node$n" "$(java_cmd)" -Xms64m -Xmx512m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
+    -Dlog4j2.configurationFile="$dir/node$n/log4j2.properties" -cp "$jars/*" kafka.Kafka "$dir/node$n/server.properties"
+}
+
+wait_kafka() {  # wait_kafka DIR PORT NODES
+  wait_for 120 kafka kafka_ready "$2" "$3" ||
+    die "Kafka on port $2 did not answer a metadata request with $3 brokers within 120 s (logs in $1)"
+}
+
+start_kafka() {  # start_kafka DIR NODES
+  local dir=$1 nodes=$2 jars voters="" id
+  jars=$(kafka_jars)
+  local -a ports sasl cports
+  for ((n = 1; n <= nodes; n++)); do
+    ports[n]=$(free_port) sasl[n]=$(free_port) cports[n]=$(free_port)
+    voters+="${voters:+,}$n@127.0.0.1:${cports[n]}"
+  done
+  id=$("$(java_cmd)" -cp "$jars/*" kafka.tools.StorageTool random-uuid 2>/dev/null | tail -n 1)
+  local bootstrap="" sasl_bootstrap=""
+  for ((n = 1; n <= nodes; n++)); do
+    mkdir -p "$dir/node$n"
+    kafka_node_config "$dir" "$n" "${ports[n]}" "${sasl[n]}" "${cports[n]}" "$voters" "$nodes" >"$dir/node$n/server.properties"
+    kafka_log4j "$dir/node$n" >"$dir/node$n/log4j2.properties"
+    "$(java_cmd)" -cp "$jars/*" kafka.tools.StorageTool format -t "$id" -c "$dir/node$n/server.properties" \
+      >>"$dir/node$n/format.log" 2>&1 || die "formatting node $n failed: $(tail -n 3 "$dir/node$n/format.log")"
+    echo "${ports[n]}" >"$dir/node$n/port"
+    bootstrap+="${bootstrap:+,}127.0.0.1:${ports[n]}"
+    sasl_bootstrap+="${sasl_bootstrap:+,}127.0.0.1:${sasl[n]}"
+  done
+  for ((n = 1; n <= nodes; n++)); do start_kafka_node "$dir" "$n"; done
+  echo "$nodes" >"$dir/nodes"
+  for ((n = 1; n <= nodes; n++)); do wait_kafka "$dir" "${ports[n]}" "$nodes"; done
+  echo "KAFKA_BOOTSTRAP=$bootstrap"
+  echo "KAFKA_SASL_BOOTSTRAP=$sasl_bootstrap"
+  echo "KAFKA_SASL_USER=idem"
+  echo "KAFKA_SASL_PASSWORD=idem-test-secret"
+  echo "KAFKA_VERSION=$KAFKA_VERSION"
+}
+
+# --- Debian's servers ------------------------------------------------------------------
+
+start_redis() {
+  local dir=$1 port
+  port=$(free_port)
+  launch "$dir" redis redis-server --port "$port" --bind 127.0.0.1 --dir "$dir" --save '' --appendonly no
+  wait_for 30 redis bash -c "[[ \$(redis-cli -p $port ping) == PONG ]]" || die "redis-server did not answer (log: $dir/redis.log)"
+  echo "REDIS_URL=redis://127.0.0.1:$port"
+}
+
+start_nats() {
+  local dir=$1 port
+  port=$(free_port)
+  launch "$dir" nats nats-server -js -a 127.0.0.1 -p "$port" -sd "$dir/jetstream"
+  wait_for 30 nats bash -c "exec 3<>/dev/tcp/127.0.0.1/$port && timeout 2 head -c 4 <&3 | grep -q INFO" ||
+    die "nats-server did not answer (log: $dir/nats.log)"
+  echo "NATS_URL=nats://127.0.0.1:$port"
+}
+
+# amqp_ready PORT: the node answers the AMQP 0-9-1 protocol header with a frame.
+amqp_ready() {
+  local reply
+  reply=$(
+    exec 3<>"/dev/tcp/127.0.0.1/$1" || exit 1
+    printf 'AMQP\x00\x00\x09\x01' >&3
+    timeout 2 head -c 1 <&3 | od -An -tu1
+  ) || return 1
+  ((reply == 1))  # a method frame: connection.start
+}
+
+start_rabbitmq() {
+  local dir=$1 port dist epmd
+  port=$(free_port) dist=$(free_port) epmd=$(free_port)
+  mkdir -p "$dir/home"
+  echo '[].' >"$dir/enabled_plugins"
+  # The node's own epmd on a private port: one the node started would outlive it.
+  launch "$dir" epmd epmd -port "$epmd" -address 127.0.0.1
+  launch "$dir" rabbitmq env HOME="$dir/home" RABBITMQ_NODENAME="idem-$port@localhost" \
+    RABBITMQ_NODE_IP_ADDRESS=127.0.0.1 RABBITMQ_NODE_PORT="$port" RABBITMQ_DIST_PORT="$dist" \
+    ERL_EPMD_PORT="$epmd" RABBITMQ_MNESIA_BASE="$dir/mnesia" RABBITMQ_LOG_BASE="$dir/log" \
+    RABBITMQ_ENABLED_PLUGINS_FILE="$dir/enabled_plugins" RABBITMQ_CONFIG_FILE="$dir/rabbitmq" \
+    RABBITMQ_ALLOW_INPUT=1 RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS=-noinput /usr/lib/rabbitmq/bin/rabbitmq-server
+  wait_for 120 rabbitmq amqp_ready "$port" || die "rabbitmq-server did not answer (logs in $dir)"
+  echo "AMQP_URL=amqp://guest:guest@127.0.0.1:$port/%2F"
+}
+
+start_postgres() {
+  local dir=$1 port bin=/usr/lib/postgresql/15/bin
+  port=$(free_port)
+  mkdir -p "$dir/pg"
+  local -a as=()
+  if [[ $(id -u) == 0 ]]; then
+    chown postgres "$dir/pg"
+    as=(runuser -u postgres --)
+  fi
+  "${as[@]}" "$bin/initdb" -D "$dir/pg/data" -U idem --auth=trust >"$dir/initdb.log" 2>&1 || die "initdb failed (log: $dir/initdb.log)"
+  launch "$dir" postgres "${as[@]}" "$bin/postgres" -D "$dir/pg/data" -p "$port" -k "$dir/pg" -c listen_addresses=127.0.0.1
+  wait_for 60 postgres "$bin/pg_isready" -h 127.0.0.1 -p "$port" || die "postgres did not answer (log: $dir/postgres.log)"
+  echo "POSTGRES_URL=postgresql://idem@127.0.0.1:$port/postgres"
+}
+
+# --- commands ----------------------------------------------------------------------------
+
+# Stops the broker of DIR when process OWNER ends.
+watch_owner() {
+  local dir=$1 owner=$2
+  (
+    trap '' HUP
+    while kill -0 "$owner" 2>/dev/null && [[ -d $dir ]]; do sleep 1; done
+    "$0" stop "$dir" >/dev/null 2>&1
+  ) </dev/null >/dev/null 2>&1 &
+  disown
+}
+
+cmd_start() {
+  local kind=${1:-} dir="" nodes=1 owner=""
+  [[ -n $kind ]] || die "usage: broker.sh start kafka|redis|nats|rabbitmq|postgres [--dir DIR] [--nodes N] [--owner PID]"
+  shift
+  while (($#)); do
+    case $1 in
+      --dir) dir=${2:?--dir needs a folder}; shift 2 ;;
+      --nodes) nodes=${2:?--nodes needs a number}; shift 2 ;;
+      --owner) owner=${2:?--owner needs a PID}; shift 2 ;;
+      *) die "unknown option $1" ;;
+    esac
+  done
+  [[ $nodes =~ ^[1-9]$ ]] || die "--nodes takes 1..9"
+  [[ $kind == kafka || $nodes == 1 ]] || die "--nodes is for kafka"
+  if [[ -z $dir ]]; then
+    dir=$(mktemp -d "${TMPDIR:-/tmp}/idem-$kind-XXXXXX")
+    chmod 755 "$dir"  # the postgres user must reach its data folder
+    touch "$dir/.temporary"
+  fi
+  mkdir -p "$dir"
+  dir=$(cd "$dir" && pwd)
+  echo "$kind" >"$dir/kind"
+  [[ -n $owner ]] && watch_owner "$dir" "$owner"
+  echo "DIR=$dir"
+  # A start that fails stops what it started and keeps the folder with its logs.
+  trap 'rm -f "$dir/.temporary"; cmd_stop "$dir"; echo "broker.sh: logs in $dir" >&2' EXIT
+  case $kind in
+    kafka) start_kafka "$dir" "$nodes" ;;
+    redis | nats | rabbitmq | postgres) "start_$kind" "$dir" ;;
+    *) die "unknown broker $kind (kafka, redis, nats, rabbitmq, postgres)" ;;
+  esac
+  trap - EXIT
+}
+
+cmd_stop() {
+  local dir=${1:?usage: broker.sh stop DIR} f
+  [[ -d $dir ]] || return 0
+  # the broker first, epmd (RabbitMQ's name server) last
+  for f in "$dir"/*.pid; do
+    [[ -e $f && $f != */epmd.pid ]] && stop_pid_file "$f" TERM
+  done
+  [[ -e $dir/epmd.pid ]] && stop_pid_file "$dir/epmd.pid" TERM
+  [[ -e $dir/.temporary ]] && rm -rf "$dir"
+  return 0
+}
+
+cmd_kill_node() {
+  local dir=${1:?usage: broker.sh kill-node DIR N} n=${2:?usage: broker.sh kill-node DIR N}
+  [[ -f $dir/node$n.pid ]] || die "no running node $n in $dir"
+  stop_pid_file "$dir/node$n.pid" KILL
+}
+
+cmd_start_node() {
+  local dir=${1:?usage: broker.sh start-node DIR N} n=${2:?usage: broker.sh start-node DIR N}
+  [[ -f $dir/node$n/server.properties ]] || die "no node $n in $dir"
+  [[ -f $dir/node$n.pid ]] && kill -0 "$(cat "$dir/node$n.pid")" 2>/dev/null && die "node $n is running"
+  start_kafka_node "$dir" "$n"
+  wait_kafka "$dir" "$(cat "$dir/node$n/port")" "$(cat "$dir/nodes")"
+}
+
+case ${1:-} in
+  start) shift; cmd_start "$@" ;;
+  stop) shift; cmd_stop "$@" ;;
+  kill-node) shift; cmd_kill_node "$@" ;;
+  start-node) shift; cmd_start_node "$@" ;;
+  fetch) [[ ${2:-} == kafka ]] || die "usage: broker.sh fetch kafka"; kafka_jars >/dev/null ;;
+  *) die "usage: broker.sh start KIND [--dir DIR] [--nodes N] [--owner PID] | stop DIR | kill-node DIR N | start-node DIR N | fetch kafka" ;;
+esac

@@ -1,0 +1,41 @@
+#include "support/consume_broker.hpp"
+
+#include <gtest/gtest.h>
+
+#include <iostream>
+
+namespace idem::kafka_test {
+
+std::string KafkaBroker::source_uri(const std::string& topic, const std::string& group) {
+  return c_.uri(topic, group, "session_timeout_ms=1500" + (params_.empty() ? "" : "&" + params_));
+}
+
+std::string KafkaBroker::publish_uri(const std::string& topic) {
+  if (params_.empty()) {
+    EXPECT_TRUE(c_.create_topic(topic, 4).ok());
+    EXPECT_TRUE(c_.create_topic(topic + ".retry", 2).ok());
+    EXPECT_TRUE(c_.create_topic(topic + ".dlq", 1).ok());
+  }
+  return c_.uri(topic, "", params_);
+}
+
+std::multiset<std::string> KafkaBroker::dead_letter_bodies(const std::string& topic) {
+  std::multiset<std::string> out;
+  const auto records = c_.records(topic + ".dlq");
+  for (auto it = records.begin(); it != records.end(); it = records.upper_bound(it->first)) {
+    EXPECT_FALSE(it->first.empty()) << "a dead letter without its origin as key";
+    out.insert(it->second);
+  }
+  std::cout << "kafka: " << records.size() << " dead letters for " << out.size() << " origins ("
+            << records.size() - out.size() << " written again after a kill)\n";
+  return out;
+}
+
+std::int64_t KafkaBroker::unsettled(const std::string& topic, const std::string& group) {
+  const std::int64_t a = c_.lag(topic, group), b = c_.lag(topic + ".retry", group);
+  EXPECT_GE(a, 0);
+  EXPECT_GE(b, 0);
+  return a < 0 || b < 0 ? -2 : a + b;
+}
+
+}  // namespace idem::kafka_test

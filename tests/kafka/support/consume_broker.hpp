@@ -1,0 +1,35 @@
+// A Kafka cluster as the shared kill test (tests/support/consume_kills.hpp) sees it.
+//
+// A killed member keeps its place in the group until its session times out, so the
+// consumers use a short session (1.5 s; the test brokers allow sessions from 0.5 s).
+#pragma once
+
+#include <string>
+
+#include "support/cluster.hpp"
+#include "support/consume_kills.hpp"
+
+namespace idem::kafka_test {
+
+class KafkaBroker final : public consume_kills::Broker {
+ public:
+  // `params` ("NAME=VALUE&…") go on every URI. Without them the topics are created here
+  // (4 partitions, the retry topic 2, the dead-letter topic 1) before publishing;
+  // with them, `idem publish` and `idem consume` create them as the parameters say.
+  explicit KafkaBroker(Cluster& c, std::string params = "") : c_(c), params_(std::move(params)) {}
+
+  std::string source_uri(const std::string& topic, const std::string& group) override;
+  std::string publish_uri(const std::string& topic) override;
+  // One body per origin: a consumer killed between a dead letter's produce and the
+  // commit of its offset dead-letters the redelivered message again, under the same
+  // key (its origin). How often that happened is printed.
+  std::multiset<std::string> dead_letter_bodies(const std::string& topic) override;
+  // Messages of the topic and its retry topic past the group's committed offsets.
+  std::int64_t unsettled(const std::string& topic, const std::string& group) override;
+
+ private:
+  Cluster& c_;
+  std::string params_;
+};
+
+}  // namespace idem::kafka_test

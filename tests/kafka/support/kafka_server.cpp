@@ -1,0 +1,149 @@
+#include "support/kafka_server.hpp"
+
+#include <librdkafka/rdkafka.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <sstream>
+
+#include "support/client.hpp"
+
+namespace idem::kafka_test {
+namespace {
+
+// KEY=VALUE lines → map.
+std::map<std::string, std::string> parse_lines(const std::string& text) {
+  std::map<std::string, std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    const auto eq = line.find('=');
+    if (eq != std::string::npos) out[line.substr(0, eq)] = line.substr(eq + 1);
+  }
+  return out;
+}
+
+// CreateTopics with the broker's default replication factor; "exists" is success.
+Status create_topics(const std::string& bootstraps, const std::string& topic, int partitions) {
+  rd_kafka_t* rk = new_handle(RD_KAFKA_PRODUCER, {{"bootstrap.servers", bootstraps}});
+  if (rk == nullptr) return internal_error("cannot create a client");
+  char err[256];
+  rd_kafka_NewTopic_t* nt = rd_kafka_NewTopic_new(topic.c_str(), partitions, -1, err, sizeof err);
+  rd_kafka_queue_t* q = rd_kafka_queue_new(rk);
+  rd_kafka_CreateTopics(rk, &nt, 1, nullptr, q);
+  rd_kafka_event_t* ev = rd_kafka_queue_poll(q, 30'000);
+  Status s = ok_status();
+  if (ev == nullptr) {
+    s = unavailable("no answer to CreateTopics");
+  } else if (rd_kafka_event_error(ev) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    s = unavailable(rd_kafka_event_error_string(ev));
+  } else {
+    std::size_t n = 0;
+    const rd_kafka_topic_result_t** r = rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(ev), &n);
+    const rd_kafka_resp_err_t e = n == 1 ? rd_kafka_topic_result_error(r[0]) : RD_KAFKA_RESP_ERR__FAIL;
+    if (e != RD_KAFKA_RESP_ERR_NO_ERROR && e != RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS) {
+      s = internal_error("CreateTopics " + topic + ": " + rd_kafka_err2str(e));
+    }
+  }
+  if (ev != nullptr) rd_kafka_event_destroy(ev);
+  rd_kafka_queue_destroy(q);
+  rd_kafka_NewTopic_destroy(nt);
+  rd_kafka_destroy(rk);
+  return s;
+}
+
+}  // namespace
+
+Status KafkaServer::run_script(const std::string& args, std::string* out) {
+  const std::string cmd = std::string("bash '") + IDEM_BROKER_SCRIPT + "' " + args;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (p == nullptr) return internal_error("cannot run " + cmd);
+  std::array<char, 4096> buf{};
+  std::string text;
+  for (std::size_t n; (n = std::fread(buf.data(), 1, buf.size(), p)) > 0;) text.append(buf.data(), n);
+  const int rc = ::pclose(p);
+  if (out != nullptr) *out = text;
+  if (rc != 0) return unavailable("broker.sh " + args + " failed (its reason is on stderr)");
+  return ok_status();
+}
+
+StatusOr<std::unique_ptr<KafkaServer>> KafkaServer::start(int nodes) {
+  std::unique_ptr<KafkaServer> s(new KafkaServer());
+  std::string out;
+  Status st = s->run_script(
+      "start kafka --nodes " + std::to_string(nodes) + " --owner " + std::to_string(::getpid()), &out);
+  auto kv = parse_lines(out);
+  s->dir_ = kv["DIR"];
+  if (!st.ok()) return st;
+  s->bootstraps_ = kv["KAFKA_BOOTSTRAP"];
+  s->sasl_bootstraps_ = kv["KAFKA_SASL_BOOTSTRAP"];
+  s->sasl_user_ = kv["KAFKA_SASL_USER"];
+  s->sasl_password_ = kv["KAFKA_SASL_PASSWORD"];
+  s->version_ = kv["KAFKA_VERSION"];
+  if (s->bootstraps_.empty()) return internal_error("broker.sh printed no KAFKA_BOOTSTRAP");
+  return s;
+}
+
+KafkaServer& KafkaServer::shared() {
+  static std::unique_ptr<KafkaServer> server = [] {
+    auto s = start();
+    if (!s.ok()) {
+      std::fprintf(stderr, "cannot start Kafka: %s\n", s.status().to_string().c_str());
+      std::abort();
+    }
+    return std::move(s).value();
+  }();
+  return *server;
+}
+
+KafkaServer::~KafkaServer() {
+  if (!dir_.empty()) (void)run_script("stop '" + dir_ + "' >&2", nullptr);
+}
+
+Status KafkaServer::create_topic(const std::string& topic, int partitions) {
+  return create_topics(bootstraps_, topic, partitions);
+}
+
+Status KafkaServer::kill_node(int n) { return run_script("kill-node '" + dir_ + "' " + std::to_string(n), nullptr); }
+
+Status KafkaServer::start_node(int n) { return run_script("start-node '" + dir_ + "' " + std::to_string(n), nullptr); }
+
+namespace {
+
+// Partition `partition` of `topic` as the cluster's metadata tells it, given to `read`;
+// false when unknown.
+template <class Read>
+bool with_partition(const std::string& bootstraps, const std::string& topic, int partition, Read read) {
+  rd_kafka_t* rk = new_handle(RD_KAFKA_PRODUCER, {{"bootstrap.servers", bootstraps}});
+  rd_kafka_topic_t* t = rd_kafka_topic_new(rk, topic.c_str(), nullptr);
+  const struct rd_kafka_metadata* md = nullptr;
+  bool found = false;
+  if (rd_kafka_metadata(rk, 0, t, &md, 5000) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+    if (md->topic_cnt == 1 && partition < md->topics[0].partition_cnt) {
+      read(md->topics[0].partitions[partition]);
+      found = true;
+    }
+    rd_kafka_metadata_destroy(md);
+  }
+  rd_kafka_topic_destroy(t);
+  rd_kafka_destroy(rk);
+  return found;
+}
+
+}  // namespace
+
+int KafkaServer::leader(const std::string& topic, int partition) {
+  int leader = -1;
+  with_partition(bootstraps_, topic, partition, [&](const rd_kafka_metadata_partition& p) { leader = p.leader; });
+  return leader;
+}
+
+int KafkaServer::replicas(const std::string& topic) {
+  int n = -1;
+  with_partition(bootstraps_, topic, 0, [&](const rd_kafka_metadata_partition& p) { n = p.replica_cnt; });
+  return n;
+}
+
+}  // namespace idem::kafka_test
