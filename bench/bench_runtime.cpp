@@ -23,10 +23,12 @@
 // (`plain_nats`), and idem's runtime with the NATS source and the same transactional
 // SQLite consumer (`idem_nats`).
 //
-// Kafka rows (librdkafka's mock cluster in this process, when built with the Kafka
-// adapter): a plain consumer group member, poll b + one asynchronous commit per batch
+// Kafka rows (a Kafka broker started by scripts/broker.sh, when built with the Kafka
+// adapter and its tests): a plain consumer group member, poll b + one asynchronous commit per batch
 // and no dedup (`plain_kafka`), and idem's runtime with the Kafka source and the same
 // transactional SQLite consumer (`idem_kafka`); both timed from their first message.
+// Target: idem_kafka ≥ 0.7 × plain_kafka, or ≥ 0.9 × sqlite_batch_floor when the
+// stream rows ran (the plain loop can outrun what SQLite commits).
 //
 // Exit status: 0; 3 with --strict when a target failed; 2 when the run cannot go on.
 #include <CLI/CLI.hpp>
@@ -124,9 +126,18 @@ double runtime_over(const std::vector<std::string>& ids, std::size_t workers, st
   return rate(ids.size(), took);
 }
 
+double by_row(const std::vector<Row>& rows, const std::string& name) {
+  for (const Row& r : rows)
+    if (r.name == name) return r.msgs_per_s;
+  return 0;
+}
+
+// row / base ≥ min, or (when or_base is set) row / or_base ≥ or_min.
 struct Target {
   std::string row, base;
   double min;
+  std::string or_base = {};
+  double or_min = 0;
 };
 
 int run(std::size_t n, std::size_t cpu_n, std::size_t stream_n, std::size_t batch, bool strict, bool redis, bool amqp,
@@ -168,7 +179,9 @@ int run(std::size_t n, std::size_t cpu_n, std::size_t stream_n, std::size_t batc
 #ifdef IDEM_BENCH_WITH_KAFKA
   if (kafka) {
     if (!kafka_rows(stream_n, batch, rows)) return 2;
-    targets.push_back({"idem_kafka", "plain_kafka", 0.7});
+    // Where the plain loop outruns SQLite, the batch floor bounds idem instead.
+    const bool floor = by_row(rows, "sqlite_batch_floor") > 0;
+    targets.push_back({"idem_kafka", "plain_kafka", 0.7, floor ? "sqlite_batch_floor" : "", 0.9});
   }
 #else
   (void)kafka;
@@ -182,9 +195,13 @@ int run(std::size_t n, std::size_t cpu_n, std::size_t stream_n, std::size_t batc
   bool ok = true;
   for (const Target& t : targets) {
     const double ratio = by_name[t.row] / by_name[t.base];
-    const bool pass = ratio >= t.min;
+    const double or_ratio = t.or_base.empty() ? 0 : by_name[t.row] / by_name[t.or_base];
+    const bool pass = ratio >= t.min || (!t.or_base.empty() && or_ratio >= t.or_min);
     ok = ok && pass;
-    if (t.min > 0) {
+    if (!t.or_base.empty()) {
+      std::printf("%s / %s = %.2f, / %s = %.2f (target >= %.2f or >= %.2f) %s\n", t.row.c_str(), t.base.c_str(),
+                  ratio, t.or_base.c_str(), or_ratio, t.min, t.or_min, pass ? "PASS" : "FAIL");
+    } else if (t.min > 0) {
       std::printf("%s / %s = %.2f (target >= %.2f) %s\n", t.row.c_str(), t.base.c_str(), ratio, t.min,
                   pass ? "PASS" : "FAIL");
     } else {

@@ -1,5 +1,5 @@
-// The Kafka rows of idem_bench_runtime (see bench_runtime.cpp), on librdkafka's mock
-// cluster started in this process (Debian has no Kafka broker).
+// The Kafka rows of idem_bench_runtime (see bench_runtime.cpp), on a real Kafka broker
+// that scripts/broker.sh starts on 127.0.0.1 for the run.
 #include <librdkafka/rdkafka.h>
 #include <sqlite3.h>
 #include <unistd.h>
@@ -12,14 +12,14 @@
 #include "idem/kafka_source.hpp"
 #include "idem/sqlite_store.hpp"
 #include "runtime_rows.hpp"
-#include "support/mock_cluster.hpp"
+#include "support/kafka_server.hpp"
 
 namespace idem::bench {
 namespace {
 
 // A consumer of `group` on `topic` with librdkafka: poll up to `batch` messages, then
 // one asynchronous commit of the highest offset + 1, until n; no dedup. Timed from its
-// first message (the mock delays a group's first join by 3 s).
+// first message (after the group join).
 double plain_kafka(const std::string& bootstraps, std::size_t n, std::size_t batch) {
   rd_kafka_conf_t* conf = rd_kafka_conf_new();
   char err[256];
@@ -71,11 +71,12 @@ double idem_kafka(const std::string& uri, std::size_t n, std::size_t batch, cons
 }  // namespace
 
 bool kafka_rows(std::size_t n, std::size_t batch, std::vector<Row>& rows) {
-  auto cluster = kafka_test::MockCluster::start();
+  auto cluster = kafka_test::KafkaServer::start();
   if (!cluster.ok()) {
-    std::fprintf(stderr, "cannot start the Kafka mock cluster: %s\n", cluster.status().to_string().c_str());
+    std::fprintf(stderr, "cannot start a Kafka broker: %s\n", cluster.status().to_string().c_str());
     return false;
   }
+  std::printf("kafka: broker %s (KRaft, one node, scripts/broker.sh)\n", (*cluster)->version().c_str());
   std::vector<OutgoingMessage> bodies;
   for (std::size_t i = 0; i < n; ++i) bodies.push_back({.body = "msg-" + std::to_string(i)});
   for (const char* topic : {"plain", "idem"}) {

@@ -59,7 +59,7 @@ bool rabbitmq_rows(std::size_t n, std::size_t batch, std::vector<Row>& rows);
 // Returns false (after saying why on stderr) when the run cannot go on.
 bool nats_rows(std::size_t n, std::size_t batch, std::vector<Row>& rows);
 
-// Starts librdkafka's mock cluster in this process and appends the rows plain_kafka and
+// Starts a Kafka broker (scripts/broker.sh) and appends the rows plain_kafka and
 // idem_kafka over n messages (runtime_kafka_rows.cpp, built when the Kafka adapter is).
 // Returns false (after saying why on stderr) when the run cannot go on.
 bool kafka_rows(std::size_t n, std::size_t batch, std::vector<Row>& rows);
