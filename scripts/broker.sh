@@ -104,8 +104,11 @@ kafka_jars() {
 EOF
     say "fetching Kafka $KAFKA_VERSION's jars into $jars (once)"
     rm -rf "$jars.tmp"
-    mvn -q -B -Dstyle.color=never -f "$pom/pom.xml" -Dmaven.repo.local="$CACHE/maven/repo" dependency:copy-dependencies \
-      -DincludeScope=runtime -DoutputDirectory="$jars.tmp" >&2 || die "Maven could not resolve kafka_2.13:$KAFKA_VERSION"
+    if ! mvn -q -B -f "$pom/pom.xml" -Dmaven.repo.local="$CACHE/maven/repo" dependency:copy-dependencies \
+      -DincludeScope=runtime -DoutputDirectory="$jars.tmp" >"$pom/mvn.log" 2>&1; then
+      cat "$pom/mvn.log" >&2
+      die "Maven could not resolve kafka_2.13:$KAFKA_VERSION"
+    fi
     rm -rf "$pom" "$jars"
     mv "$jars.tmp" "$jars"
     touch "$jars/.complete"
