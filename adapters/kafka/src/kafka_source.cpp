@@ -143,7 +143,7 @@ void KafkaSource::assign(rd_kafka_topic_partition_list_t* parts) {
   } else {
     rd_kafka_assign(consumer_.get(), parts);
   }
-  assigned_once_ = true;
+  assigned_ = true;
   if (retries_paused_) {  // the new retry partitions start paused like the others
     retries_paused_ = false;
     pause_or_resume_retries();
@@ -177,6 +177,7 @@ void KafkaSource::revoke(rd_kafka_topic_partition_list_t* parts) {
     if (Status s = commit(true, names); !s.ok() && log_) log_->warn("idem kafka: {}", s.to_string());
   }
   for (const std::string& n : names) parts_.erase(n);
+  assigned_ = false;  // until the rebalance's assign
   if (parts != nullptr && cooperative()) {
     if (rd_kafka_error_t* e = rd_kafka_incremental_unassign(consumer_.get(), parts)) {
       if (log_) log_->warn("idem kafka: incremental unassign: {}", rd_kafka_error_string(e));
@@ -354,10 +355,11 @@ Status KafkaSource::commit(bool sync, const std::vector<std::string>& only) {
   return ok_status();
 }
 
-// Drained when this member has had partitions, holds nothing undecided or waiting, and
-// the group's committed offset of each assigned partition is its high watermark.
+// Drained when this member has its assignment (none while a rebalance is under way:
+// its partitions may be about to change), holds nothing undecided or waiting, and the
+// group's committed offset of each assigned partition is its high watermark.
 StatusOr<bool> KafkaSource::drained() {
-  if (!assigned_once_ || !waiting_.empty()) return false;
+  if (!assigned_ || !waiting_.empty()) return false;
   for (const auto& [name, p] : parts_)
     if (p.tracker.undecided() > 0) return false;
   if (Status s = commit(true); !s.ok()) return s;

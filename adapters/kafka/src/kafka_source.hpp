@@ -75,7 +75,7 @@ class KafkaSource final : public MessageSource {
   std::map<std::string, Partition> parts_;         // by "topic/partition"
   std::multimap<std::int64_t, Delivery> waiting_;  // due (Unix ms) → retry-topic delivery
   bool retries_paused_ = false;
-  bool assigned_once_ = false;
+  bool assigned_ = false;  // an assignment is in force: set by assign(), cleared by revoke()
   bool closed_ = false;
   AssignmentListener* listener_ = nullptr;
   std::vector<Delivery>* filling_ = nullptr;  // the fetch's out, while it polls
