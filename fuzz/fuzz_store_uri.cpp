@@ -51,9 +51,7 @@ bool written_once_as_password(std::string_view uri, const std::string& password)
     const std::string_view before = uri.substr(0, p), after = uri.substr(p + password.size());
     const std::size_t name = before.find_last_of("?&") + 1;
     const std::string_view pair = before.substr(name);  // "NAME="
-    const bool secret = pair.find("password") != std::string_view::npos ||
-                        pair.find("secret") != std::string_view::npos || pair.find("token") != std::string_view::npos;
-    return secret && pair.ends_with('=') && pair.find('=') == pair.size() - 1 &&
+    return idem::secret_name(pair) && pair.ends_with('=') && pair.find('=') == pair.size() - 1 &&
            (after.empty() || after.front() == '&');
   }
   const std::string_view head = uri.substr(0, q);
@@ -113,8 +111,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   expect_parsed_or_message(kafka);
   if (kafka.ok()) {
     for (const auto& [name, value] : kafka->properties)
-      if (name.find("password") != std::string::npos || name.find("secret") != std::string::npos)
-        check_redacted(uri, value);
+      if (idem::secret_name(name)) check_redacted(uri, value);
   }
 #endif
 

@@ -99,24 +99,14 @@ std::string lenient_decode(std::string_view text) {
   return out;
 }
 
-// Whether a query parameter of this (decoded) name holds a secret: "password" (libpq
-// takes one, as postgres://…?password=…), "sasl_password", and any other name that
-// holds "password", "secret" or "token" (e.g. Kafka's rdkafka.ssl.key.password,
-// rdkafka.sasl.oauthbearer.client.secret).
-bool secret_param(std::string_view name) {
-  for (std::string_view word : {"password", "secret", "token"})
-    if (name.find(word) != std::string_view::npos) return true;
-  return false;
-}
-
-// Adds the value of every secret parameter (secret_param) of the query starting at
+// Adds the value of every secret parameter (secret_name) of the query starting at
 // uri[start], matched as written and as decoded.
 void add_password_params(std::string_view uri, std::size_t start, std::vector<Span>& spans) {
   while (start < uri.size()) {
     const std::size_t amp = std::min(uri.find('&', start), uri.size());
     const std::string_view pair = uri.substr(start, amp - start);
     const std::size_t eq = pair.find('=');
-    if (eq != std::string_view::npos && secret_param(lenient_decode(pair.substr(0, eq))) && eq + 1 < pair.size())
+    if (eq != std::string_view::npos && secret_name(lenient_decode(pair.substr(0, eq))) && eq + 1 < pair.size())
       spans.push_back({start + eq + 1, amp});
     start = amp + 1;
   }
@@ -162,6 +152,12 @@ void replace_all(std::string& text, std::string_view what, std::string_view with
 }
 
 }  // namespace
+
+bool secret_name(std::string_view name) {
+  for (std::string_view word : {"password", "secret", "token"})
+    if (name.find(word) != std::string_view::npos) return true;
+  return false;
+}
 
 std::string redact_uri(std::string_view uri) {
   std::string out;

@@ -78,6 +78,12 @@ StatusOr<HostPort> parse_host_port(std::string_view text);
 // "rdkafka.ssl.key.password=") is replaced too.
 std::string redact_uri(std::string_view uri);
 
+// Whether a URI parameter, or a client property, of this (decoded) name holds a
+// secret, whose value idem never prints: its name holds "password", "secret" or
+// "token" ("password", "sasl_password", Kafka's "ssl.key.password",
+// "sasl.oauthbearer.client.secret").
+bool secret_name(std::string_view name);
+
 // Returns message with every occurrence of uri replaced by redact_uri(uri), and of
 // uri's password (as written and percent-decoded) replaced by "***": safe to print
 // whatever a store or broker put in its error about uri.

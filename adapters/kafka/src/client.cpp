@@ -5,6 +5,8 @@
 #include <chrono>
 #include <memory>
 
+#include "idem/store_uri.hpp"
+
 namespace idem::kafka::detail {
 namespace {
 
@@ -38,12 +40,6 @@ void dr_msg_cb(rd_kafka_t*, const rd_kafka_message_t* m, void*) {
   if (m->_private != nullptr) *static_cast<rd_kafka_resp_err_t*>(m->_private) = m->err;
 }
 
-// Whether a librdkafka property holds a secret (sasl.password, ssl.key.password,
-// sasl.oauthbearer.client.secret …): its value is never put in a message.
-bool secret(const std::string& name) {
-  return name.find("password") != std::string::npos || name.find("secret") != std::string::npos;
-}
-
 }  // namespace
 
 void HandleDeleter::operator()(rd_kafka_t* rk) const { rd_kafka_destroy(rk); }
@@ -66,8 +62,10 @@ StatusOr<Handle> make_handle(rd_kafka_type_t type, const Options& o, Context* ct
     if (rd_kafka_conf_set(conf, name.c_str(), value.c_str(), err, sizeof err) != RD_KAFKA_CONF_OK) {
       rd_kafka_conf_destroy(conf);
       std::string why = err;
-      if (secret(name) && !value.empty()) {
-        for (auto at = why.find(value); at != std::string::npos; at = why.find(value, at)) why.replace(at, value.size(), "***");
+      if (secret_name(name) && !value.empty()) {  // a secret's value is never shown
+        for (auto at = why.find(value); at != std::string::npos; at = why.find(value, at)) {
+          why.replace(at, value.size(), "***");
+        }
       }
       return invalid_argument("kafka: setting " + name + ": " + why);
     }

@@ -90,8 +90,8 @@ struct Options {
 // [&rdkafka.NAME=VALUE…]" (the group may be left out for a Publisher). The security
 // parameters and each "rdkafka." parameter become Options::properties
 // (security.protocol, sasl.mechanisms, sasl.username, sasl.password, NAME). Values are
-// percent-decoded. redact_uri() hides sasl_password and every parameter whose name
-// holds "password" or "secret". Errors are kInvalidArgument.
+// percent-decoded. redact_uri() hides the value of every parameter whose name holds
+// "password", "secret" or "token" (secret_name()). Errors are kInvalidArgument.
 StatusOr<Options> parse_uri(std::string_view uri);
 
 // Checks that a broker answers within connect_timeout, creates the topic, retry and
