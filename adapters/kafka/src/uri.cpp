@@ -1,7 +1,4 @@
 // kafka://HOST:PORT[,HOST:PORT…]/TOPIC?group=G&… → Options.
-#include <algorithm>
-#include <iterator>
-
 #include "idem/kafka_source.hpp"
 #include "idem/store_uri.hpp"
 
@@ -38,6 +35,13 @@ constexpr std::pair<const char*, const char*> kSecurity[] = {{"security_protocol
                                                              {"sasl_password", "sasl.password"}};
 constexpr std::string_view kRdkafka = "rdkafka.";
 
+// The librdkafka name of security parameter `name`; null when it is not one.
+const char* security_property(std::string_view name) {
+  for (const auto& [param, property] : kSecurity)
+    if (name == param) return property;
+  return nullptr;
+}
+
 // Moves the security and "rdkafka." parameters of `u` into o.properties.
 Status take_properties(StoreUri& u, Options& o) {
   std::vector<std::pair<std::string, std::string>> rest;
@@ -45,11 +49,8 @@ Status take_properties(StoreUri& u, Options& o) {
     if (name.starts_with(kRdkafka)) {
       if (name.size() == kRdkafka.size()) return bad("rdkafka. needs a property name after it");
       o.properties.emplace_back(name.substr(kRdkafka.size()), value);
-      continue;
-    }
-    auto it = std::find_if(std::begin(kSecurity), std::end(kSecurity), [&](const auto& s) { return name == s.first; });
-    if (it != std::end(kSecurity)) {
-      o.properties.emplace_back(it->second, value);
+    } else if (const char* property = security_property(name)) {
+      o.properties.emplace_back(property, value);
     } else {
       rest.emplace_back(std::move(name), std::move(value));
     }
