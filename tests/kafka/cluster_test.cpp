@@ -6,7 +6,6 @@
 // check of the shared kill test (support/consume_kills.hpp).
 #include <gtest/gtest.h>
 
-#include <memory>
 #include <string>
 #include <thread>
 
@@ -21,27 +20,24 @@ using consume_kills::Mode;
 
 constexpr const char* kTopics = "partitions=6&replication_factor=3";
 
-KafkaServer& cluster() {
-  static std::unique_ptr<KafkaServer> c = [] {
-    auto s = KafkaServer::start(3);
-    EXPECT_TRUE(s.ok()) << s.status().to_string();
-    return s.ok() ? std::move(s).value() : nullptr;
-  }();
-  if (c == nullptr) std::abort();
-  return *c;
+KafkaServer& cluster() { return KafkaServer::shared(3); }
+
+// The kill test's options for `members` consumers of `topic`, killed `kills` times.
+consume_kills::KillOptions options(const std::string& topic, int members, int kills) {
+  consume_kills::KillOptions o;
+  o.topic = topic;
+  o.members = members;
+  o.kills = kills;
+  o.alive_min = std::chrono::milliseconds(1000);
+  o.alive_spread = std::chrono::milliseconds(1500);
+  return o;
 }
 
 // Three consumers of one group over a 6-partition topic; each round kills one at random
 // and starts it again, so partitions move many times under load.
 TEST(KafkaCluster, AGroupUnderChurnHasEveryEffectOnceInVersionOrder) {
   KafkaBroker broker(cluster(), kTopics);
-  consume_kills::KillOptions o;
-  o.topic = "churn";
-  o.members = 3;
-  o.kills = 12;
-  o.alive_min = std::chrono::milliseconds(1000);
-  o.alive_spread = std::chrono::milliseconds(1500);
-  consume_kills::run_kill_test(broker, Mode{"strict", true, "1"}, o);
+  consume_kills::run_kill_test(broker, Mode{"strict", true, "1"}, options("churn", 3, 12));
   EXPECT_EQ(cluster().replicas("churn"), 3);
   EXPECT_EQ(cluster().replicas("churn.dlq"), 3);  // made by idem consume
 }
@@ -52,12 +48,7 @@ TEST(KafkaCluster, AGroupUnderChurnHasEveryEffectOnceInVersionOrder) {
 TEST(KafkaCluster, TheLeaderKilledTwiceMidRunLosesNothing) {
   KafkaServer& c = cluster();
   KafkaBroker broker(c, kTopics);
-  consume_kills::KillOptions o;
-  o.topic = "leaders";
-  o.members = 2;
-  o.kills = 8;
-  o.alive_min = std::chrono::milliseconds(1500);
-  o.alive_spread = std::chrono::milliseconds(1000);
+  consume_kills::KillOptions o = options("leaders", 2, 8);
   int down = -1;
   int killed = 0;
   o.after_kill = [&](int round) {

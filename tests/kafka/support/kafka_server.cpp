@@ -86,9 +86,9 @@ StatusOr<std::unique_ptr<KafkaServer>> KafkaServer::start(int nodes) {
   return s;
 }
 
-KafkaServer& KafkaServer::shared() {
-  static std::unique_ptr<KafkaServer> server = [] {
-    auto s = start();
+KafkaServer& KafkaServer::shared(int nodes) {
+  static std::unique_ptr<KafkaServer> server = [nodes] {
+    auto s = start(nodes);
     if (!s.ok()) {
       std::fprintf(stderr, "cannot start Kafka: %s\n", s.status().to_string().c_str());
       std::abort();

@@ -16,9 +16,9 @@ class KafkaServer final : public Cluster {
   // `nodes` combined broker+controller nodes; with 3, topics get 3 replicas and
   // min.insync.replicas=2.
   static StatusOr<std::unique_ptr<KafkaServer>> start(int nodes = 1);
-  // One single-node broker for the whole test binary, started on first use; aborts
-  // the binary when it cannot start.
-  static KafkaServer& shared();
+  // One broker (or cluster of `nodes`) for the whole test binary, started on first
+  // use with the first call's `nodes`; aborts the binary when it cannot start.
+  static KafkaServer& shared(int nodes = 1);
   ~KafkaServer() override;
 
   // The SASL_PLAINTEXT listeners (mechanism PLAIN) and their one user.
