@@ -30,6 +30,12 @@
 // Target: idem_kafka ≥ 0.7 × plain_kafka, or ≥ 0.9 × sqlite_batch_floor when the
 // stream rows ran (the plain loop can outrun what SQLite commits).
 //
+// Pulsar rows (a Pulsar standalone started by scripts/broker.sh, when built with the
+// Pulsar adapter and its tests): a plain consumer of the WebSocket API with the same
+// WebSocket library, pull mode, an ack per message and no dedup (`plain_pulsar`), and
+// idem's runtime with the Pulsar source and the same transactional SQLite consumer
+// (`idem_pulsar`). Target as for Kafka.
+//
 // Exit status: 0; 3 with --strict when a target failed; 2 when the run cannot go on.
 #include <CLI/CLI.hpp>
 #include <chrono>
@@ -141,7 +147,7 @@ struct Target {
 };
 
 int run(std::size_t n, std::size_t cpu_n, std::size_t stream_n, std::size_t batch, bool strict, bool redis, bool amqp,
-        bool nats, bool kafka) {
+        bool nats, bool kafka, bool pulsar) {
   std::vector<Row> rows;
   const auto ids = make_ids(n, "orders-");
   rows.push_back({"consumer", "Consumer::process, memory store, no-op, 1 thread", consumer_alone(ids)});
@@ -186,6 +192,15 @@ int run(std::size_t n, std::size_t cpu_n, std::size_t stream_n, std::size_t batc
 #else
   (void)kafka;
 #endif
+#ifdef IDEM_BENCH_WITH_PULSAR
+  if (pulsar) {
+    if (!pulsar_rows(stream_n, batch, rows)) return 2;
+    const bool floor = by_row(rows, "sqlite_batch_floor") > 0;
+    targets.push_back({"idem_pulsar", "plain_pulsar", 0.7, floor ? "sqlite_batch_floor" : "", 0.9});
+  }
+#else
+  (void)pulsar;
+#endif
   std::map<std::string, double> by_name;
   std::printf("%-18s %14s  %s\n", "row", "msgs/s", "what");
   for (const Row& r : rows) {
@@ -217,7 +232,7 @@ int run(std::size_t n, std::size_t cpu_n, std::size_t stream_n, std::size_t batc
 int main(int argc, char** argv) {
   CLI::App app("idem_bench_runtime: the consumer runtime against Consumer::process and a plain stream loop");
   std::size_t n = 1'000'000, cpu_n = 50'000, stream_n = 100'000, batch = 100;
-  bool strict = false, no_redis = false, no_amqp = false, no_nats = false, no_kafka = false;
+  bool strict = false, no_redis = false, no_amqp = false, no_nats = false, no_kafka = false, no_pulsar = false;
   app.add_option("--messages", n, "Messages of the memory rows")->capture_default_str();
   app.add_option("--cpu-messages", cpu_n, "Messages of the 20 us handler rows")->capture_default_str();
   app.add_option("--stream-messages", stream_n, "Messages of the Redis Streams, RabbitMQ and NATS rows")
@@ -228,6 +243,7 @@ int main(int argc, char** argv) {
   app.add_flag("--no-amqp", no_amqp, "skip the RabbitMQ rows");
   app.add_flag("--no-nats", no_nats, "skip the NATS JetStream rows");
   app.add_flag("--no-kafka", no_kafka, "skip the Kafka rows");
+  app.add_flag("--no-pulsar", no_pulsar, "skip the Pulsar rows");
   CLI11_PARSE(app, argc, argv);
-  return idem::bench::run(n, cpu_n, stream_n, batch, strict, !no_redis, !no_amqp, !no_nats, !no_kafka);
+  return idem::bench::run(n, cpu_n, stream_n, batch, strict, !no_redis, !no_amqp, !no_nats, !no_kafka, !no_pulsar);
 }

@@ -64,4 +64,9 @@ bool nats_rows(std::size_t n, std::size_t batch, std::vector<Row>& rows);
 // Returns false (after saying why on stderr) when the run cannot go on.
 bool kafka_rows(std::size_t n, std::size_t batch, std::vector<Row>& rows);
 
+// Starts a Pulsar standalone (scripts/broker.sh) and appends the rows plain_pulsar and
+// idem_pulsar over n messages (runtime_pulsar_rows.cpp, built when the Pulsar adapter
+// is). Returns false (after saying why on stderr) when the run cannot go on.
+bool pulsar_rows(std::size_t n, std::size_t batch, std::vector<Row>& rows);
+
 }  // namespace idem::bench

@@ -1,7 +1,8 @@
 // Fuzz target: store and broker URIs of every scheme — StoreUri::parse, each store's
 // parse_uri (memory:, sqlite:, rocksdb:, bloom:, bloom+…:, redis://, postgres://), the
 // Redis Streams adapter's redis-stream://, the RabbitMQ adapter's amqp://, the NATS
-// adapter's nats:// and the Kafka adapter's kafka:// parsers.
+// adapter's nats://, the Kafka adapter's kafka:// and the Pulsar adapter's pulsar-ws://
+// parsers.
 // Nothing is opened or connected. Any text parses or gets a message; a password a
 // parser accepts never survives redact_uri().
 #include <cstddef>
@@ -20,6 +21,9 @@
 #endif
 #ifdef IDEM_FUZZ_WITH_KAFKA
 #include "idem/kafka_source.hpp"
+#endif
+#ifdef IDEM_FUZZ_WITH_PULSAR
+#include "idem/pulsar_source.hpp"
 #endif
 #ifdef IDEM_FUZZ_WITH_POSTGRES
 #include "idem/postgres_store.hpp"
@@ -113,6 +117,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     for (const auto& [name, value] : kafka->properties)
       if (idem::secret_name(name)) check_redacted(uri, value);
   }
+#endif
+#ifdef IDEM_FUZZ_WITH_PULSAR
+  auto pulsar = idem::pulsar::parse_uri(uri);
+  expect_parsed_or_message(pulsar);
+  if (pulsar.ok()) check_redacted(uri, pulsar->token);
 #endif
 
   auto u = idem::StoreUri::parse(uri);

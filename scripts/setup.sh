@@ -16,6 +16,7 @@ IDEM_PACKAGES=(
   librabbitmq-dev rabbitmq-server
   libnats-dev nats-server
   librdkafka-dev openjdk-17-jre-headless maven
+  libboost-dev
   postgresql-15 libpq-dev
   ccache
   clang libclang-rt-14-dev

@@ -13,8 +13,6 @@ idem_install_packages
 
 run_suite() {  # run_suite NAME CTEST_LABEL_REGEX EXCLUDED_LABEL_REGEX [cmake args…]
   local name=$1 labels=$2 excluded=$3 suite_start=$SECONDS
-# Kafka's broker jars from Maven Central, once, into a cache outside the build trees.
-bash "$IDEM_ROOT/scripts/broker.sh" fetch kafka
   shift 3
   local dir="$IDEM_ROOT/build/$name"
   echo "== idem tests: $name build =="
@@ -24,8 +22,10 @@ bash "$IDEM_ROOT/scripts/broker.sh" fetch kafka
 }
 
 start=$SECONDS
-# Kafka's broker jars from Maven Central, once, into a cache outside the build trees.
+# Kafka's and Pulsar's broker jars from Maven Central, once, into a cache outside the
+# build trees.
 bash "$IDEM_ROOT/scripts/broker.sh" fetch kafka
+bash "$IDEM_ROOT/scripts/broker.sh" fetch pulsar
 # Every test, optimised and without sanitizers.
 run_suite release "" "" -DIDEM_BUILD_EXAMPLES=ON
 if [[ "${IDEM_TEST_SANITIZERS:-1}" != 0 ]]; then
@@ -42,18 +42,17 @@ if [[ "${IDEM_TEST_SANITIZERS:-1}" != 0 ]]; then
   # "threads" (ordering and state machines under two threads), over memory: and
   # sqlite:. Debian's RocksDB, hiredis, libpq, rabbitmq-c, nats.c and librdkafka are not
   # TSan-instrumented, so their binaries (Redis and PostgreSQL stores, the Redis
-  # Streams, RabbitMQ, NATS and Kafka adapters) run under ASan only; yaml-cpp runs
+  # Streams, RabbitMQ, NATS and Kafka adapters) run under ASan only, as does the Pulsar
+  # adapter, whose tests are broker tests on one thread; yaml-cpp runs
   # single-threaded (loading tables) and is kept.
   run_suite tsan "unit|conformance|sqlite|threads" "" -DIDEM_SANITIZE=thread -DIDEM_BUILD_EXAMPLES=OFF \
     -DIDEM_BUILD_TOOLS=OFF -DIDEM_WITH_ROCKSDB=OFF -DIDEM_WITH_BLOOM=OFF -DIDEM_WITH_REDIS=OFF \
     -DIDEM_WITH_REDIS_STREAMS=OFF -DIDEM_WITH_RABBITMQ=OFF -DIDEM_WITH_NATS=OFF -DIDEM_WITH_KAFKA=OFF \
-    -DIDEM_WITH_POSTGRES=OFF \
+    -DIDEM_WITH_POSTGRES=OFF -DIDEM_WITH_PULSAR=OFF \
     -DIDEM_WITH_STATEMACHINE=ON
 fi
 if [[ "${IDEM_TEST_FUZZ:-1}" != 0 ]]; then
   fuzz_start=$SECONDS
-# Kafka's broker jars from Maven Central, once, into a cache outside the build trees.
-bash "$IDEM_ROOT/scripts/broker.sh" fetch kafka
   echo "== idem tests: fuzz (30 s per target) =="
   "$IDEM_ROOT/scripts/fuzz.sh"
   echo "== idem tests: fuzz passed in $((SECONDS - fuzz_start)) s =="

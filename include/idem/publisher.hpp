@@ -21,6 +21,9 @@ struct OutgoingMessage {
   std::string id;
   std::string body;                                          // the bytes, unchanged
   std::vector<std::pair<std::string, std::string>> headers;  // sent as the broker's headers, where it has any
+  // The message's key, or empty. Sent where the broker routes by key (Pulsar's message
+  // key, which Key_Shared subscriptions keep on one consumer); ignored by the others.
+  std::string key;
 };
 
 // Not thread-safe: one publisher per thread.

@@ -41,12 +41,12 @@ struct RuntimeOptions {
   // Messages per Consumer call: 1 (default) calls process() per message; more calls
   // process_batch() on up to this many ready messages of different keys.
   std::size_t batch = 1;
-  // Fetched messages allowed beyond those the workers run at once (the backlog that
-  // keeps workers busy between fetches). In flight, from fetch to applied decision, is
-  // at most workers * max(batch, 256) + backlog. 0 (default): workers * max(batch, 256).
-  // The default suits handlers of up to a few ms; with slower ones choose a backlog
-  // whose wait (backlog × handler time / workers) stays well below the broker's ack
-  // or claim timeout, and set max_queue_wait to be told when it does not.
+  // Fetched messages allowed beyond those the workers run at once. In flight, from
+  // fetch to applied decision, is then at most workers * batch + backlog. 0 (default):
+  // 2 * workers * max(batch, 256), which suits handlers of up to a few ms. With slower
+  // ones choose a backlog whose wait (backlog × handler time / workers) stays well
+  // below the broker's ack or claim timeout, and set max_queue_wait to be told when
+  // it does not.
   std::size_t backlog = 0;
   // ms; how long one fetch blocks when nothing is in flight; default 200 ms. While work
   // is in flight the loop polls without blocking and waits on completions instead.

@@ -31,6 +31,8 @@ struct Delivery {
   std::string body;                  // the message bytes
   std::string broker_id;             // the broker's id of this delivery (entry id, offset, tag), for logs
   std::string partition;             // the ordered stream it came from (partition, stream, queue); may be empty
+  std::uint64_t position = 0;        // its place in `partition`, increasing; 0 when the source gives none
+  std::string key;                   // the broker's message key, when it has one
   std::uint32_t delivery_count = 0;  // the broker's count, from 1; 0 when the broker keeps none
   TimePoint received_at{};           // when the client received it
   std::uint64_t handle = 0;          // the source's own handle (a tag, an index); opaque to the runtime

@@ -49,7 +49,7 @@ struct Loop::Impl : AssignmentListener {
         log(o.logger.get()),
         workers(o.workers ? o.workers : default_workers()),
         chunk(std::max(o.batch, kMinChunk)),
-        max_in_flight(workers * chunk + (o.backlog ? o.backlog : workers * chunk)),
+        max_in_flight(o.backlog ? workers * o.batch + o.backlog : 2 * workers * chunk),
         throttle(o.failure_actions_per_second, o.failure_burst, clock->now()) {}
 
   // --- workers ---------------------------------------------------------------

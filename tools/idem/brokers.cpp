@@ -15,6 +15,9 @@
 #ifdef IDEM_TOOL_WITH_KAFKA
 #include "idem/kafka_source.hpp"
 #endif
+#ifdef IDEM_TOOL_WITH_PULSAR
+#include "idem/pulsar_source.hpp"
+#endif
 
 namespace idem::cli {
 namespace {
@@ -66,6 +69,14 @@ StatusOr<std::unique_ptr<MessageSource>> open_source(const std::string& uri, con
     return kafka::open(*std::move(o));
   }
 #endif
+#ifdef IDEM_TOOL_WITH_PULSAR
+  if (has_scheme(uri, "pulsar-ws")) {
+    auto o = pulsar::parse_uri(uri);
+    if (!o.ok()) return o.status();
+    if (o->subscription.empty()) return invalid_argument("needs ?subscription=NAME");
+    return pulsar::open(*std::move(o));
+  }
+#endif
   (void)settings;
   return unknown_scheme(uri);
 }
@@ -99,6 +110,13 @@ StatusOr<std::unique_ptr<Publisher>> open_publisher(const std::string& uri) {
     return kafka::open_publisher(*o);
   }
 #endif
+#ifdef IDEM_TOOL_WITH_PULSAR
+  if (has_scheme(uri, "pulsar-ws")) {
+    auto o = pulsar::parse_uri(uri);
+    if (!o.ok()) return o.status();
+    return pulsar::open_publisher(*o);
+  }
+#endif
   return unknown_scheme(uri);
 }
 
@@ -115,6 +133,10 @@ std::string broker_uri_help() {
 #endif
 #ifdef IDEM_TOOL_WITH_KAFKA
   help += "  kafka://HOST:PORT[,HOST:PORT...]/TOPIC?group=G[&partitions=N][&session_timeout_ms=N]\n";
+#endif
+#ifdef IDEM_TOOL_WITH_PULSAR
+  help += "  pulsar-ws://HOST:WEB_PORT/TENANT/NAMESPACE/TOPIC?subscription=S[&type=shared|key_shared|failover|exclusive]\n"
+          "      [&dlq=TOPIC][&token=T][&ack_timeout_ms=N][&nack_delay_ms=N]\n";
 #endif
   return help;
 }

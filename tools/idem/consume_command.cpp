@@ -65,9 +65,17 @@ int fail(int code, const std::string& message) {
   return code;
 }
 
+// A body without "stream" and "position" takes the broker's (a Kafka partition and
+// offset, a Pulsar topic and message id), so --ordering watermark works on what the
+// broker resends; one without "key" takes the broker's message key.
 StatusOr<TraceLine> decode(const Delivery& d) {
   ParsedLine p = parse_trace_line(d.body);
   if (!p.ok()) return invalid_argument(p.error);
+  if (!p.line.stream && !p.line.position && !d.partition.empty() && d.position > 0) {
+    p.line.stream = d.partition;
+    p.line.position = d.position;
+  }
+  if (!p.line.key && !d.key.empty()) p.line.key = d.key;
   return std::move(p.line);
 }
 

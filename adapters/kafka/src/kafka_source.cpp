@@ -237,6 +237,7 @@ void KafkaSource::take(const rd_kafka_message_t* m, std::vector<Delivery>& out) 
   Delivery d;
   if (m->payload != nullptr) d.body.assign(static_cast<const char*>(m->payload), m->len);
   d.broker_id = name + "@" + std::to_string(m->offset);
+  d.position = static_cast<std::uint64_t>(m->offset) + 1;  // offsets count from 0; position 0 is "none"
   d.partition = name;
   d.delivery_count = 0;  // Kafka keeps none
   d.received_at = clock_->now();

@@ -186,6 +186,7 @@ void PullSource::take(natsMsg* raw, TimePoint now, std::vector<Delivery>& out) {
   const int len = natsMsg_GetDataLength(m.get());
   if (len > 0) d.body.assign(natsMsg_GetData(m.get()), static_cast<std::size_t>(len));
   d.broker_id = std::to_string(seq);
+  d.position = seq;
   d.partition = o_.stream;
   d.delivery_count = static_cast<std::uint32_t>(std::min<std::uint64_t>(meta->NumDelivered, UINT32_MAX));
   d.received_at = now;

@@ -1,0 +1,141 @@
+#include "support/pulsar_server.hpp"
+
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "message_id.hpp"
+#include "web.hpp"
+
+namespace idem::pulsar_test {
+namespace {
+
+using pulsar::detail::Endpoint;
+using pulsar::detail::WebSocket;
+constexpr std::chrono::milliseconds kTimeout{10'000};
+
+// KEY=VALUE lines → map.
+std::map<std::string, std::string> parse_lines(const std::string& text) {
+  std::map<std::string, std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    const auto eq = line.find('=');
+    if (eq != std::string::npos) out[line.substr(0, eq)] = line.substr(eq + 1);
+  }
+  return out;
+}
+
+StoredMessage stored(const nlohmann::json& j) {
+  StoredMessage m;
+  m.payload = pulsar::detail::base64_decode(j.value("payload", std::string())).value_or("");
+  m.key = j.value("key", std::string());
+  if (j.contains("properties") && j["properties"].is_object()) {
+    for (const auto& [name, value] : j["properties"].items())
+      if (value.is_string()) m.properties[name] = value.get<std::string>();
+  }
+  return m;
+}
+
+}  // namespace
+
+Status PulsarServer::run_script(const std::string& args, std::string* out) const {
+  const std::string cmd = std::string("bash '") + IDEM_BROKER_SCRIPT + "' " + args;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (p == nullptr) return internal_error("cannot run " + cmd);
+  std::array<char, 4096> buf{};
+  std::string text;
+  for (std::size_t n; (n = std::fread(buf.data(), 1, buf.size(), p)) > 0;) text.append(buf.data(), n);
+  const int rc = ::pclose(p);
+  if (out != nullptr) *out = text;
+  if (rc != 0) return unavailable("broker.sh " + args + " failed (its reason is on stderr)");
+  return ok_status();
+}
+
+StatusOr<std::unique_ptr<PulsarServer>> PulsarServer::start() {
+  std::unique_ptr<PulsarServer> s(new PulsarServer());
+  std::string out;
+  Status st = s->run_script("start pulsar --owner " + std::to_string(::getpid()), &out);
+  auto kv = parse_lines(out);
+  s->dir_ = kv["DIR"];
+  if (!st.ok()) return st;
+  s->version_ = kv["PULSAR_VERSION"];
+  const std::string web = kv["PULSAR_WEB"];
+  const auto colon = web.rfind(':');
+  if (colon == std::string::npos) return internal_error("broker.sh printed no PULSAR_WEB");
+  s->web_port_ = static_cast<std::uint16_t>(std::stoi(web.substr(colon + 1)));
+  return s;
+}
+
+PulsarServer& PulsarServer::shared() {
+  static std::unique_ptr<PulsarServer> server = [] {
+    auto s = start();
+    if (!s.ok()) {
+      std::fprintf(stderr, "cannot start Pulsar: %s\n", s.status().to_string().c_str());
+      std::abort();
+    }
+    return std::move(s).value();
+  }();
+  return *server;
+}
+
+PulsarServer::~PulsarServer() {
+  if (!dir_.empty()) (void)run_script("stop '" + dir_ + "' >&2", nullptr);
+}
+
+Status PulsarServer::restart(bool kill) {
+  return run_script(std::string("restart '") + dir_ + "'" + (kill ? " --kill" : ""), nullptr);
+}
+
+std::string PulsarServer::uri(const std::string& topic, const std::string& sub, const std::string& params) const {
+  std::string u = "pulsar-ws://127.0.0.1:" + std::to_string(web_port_) + "/public/default/" + topic;
+  std::string q = sub.empty() ? "" : "subscription=" + sub;
+  if (!params.empty()) q += (q.empty() ? "" : "&") + params;
+  return q.empty() ? u : u + "?" + q;
+}
+
+int PulsarServer::admin(const std::string& method, const std::string& path, std::string* body,
+                        const std::string& request) const {
+  std::string answer;
+  auto code = pulsar::detail::http_request(Endpoint{"127.0.0.1", web_port_, ""}, method, path, request, &answer, kTimeout);
+  if (body != nullptr) *body = answer;
+  return code.ok() ? *code : -1;
+}
+
+Status PulsarServer::unload(const std::string& topic) const {
+  std::string body;
+  const int code = admin("PUT", "/admin/v2/persistent/public/default/" + topic + "/unload", &body);
+  if (code / 100 != 2) return unavailable("unload " + topic + ": HTTP " + std::to_string(code) + " " + body);
+  return ok_status();
+}
+
+std::pair<std::int64_t, std::int64_t> PulsarServer::backlog(const std::string& topic, const std::string& sub) const {
+  std::string body;
+  if (admin("GET", "/admin/v2/persistent/public/default/" + topic + "/stats", &body) != 200) return {-1, -1};
+  auto j = nlohmann::json::parse(body, nullptr, false);
+  if (!j.is_object() || !j.contains("subscriptions") || !j["subscriptions"].contains(sub)) return {-1, -1};
+  const auto& s = j["subscriptions"][sub];
+  return {s.value("msgBacklog", std::int64_t{-1}), s.value("unackedMessages", std::int64_t{0})};
+}
+
+std::vector<StoredMessage> PulsarServer::read_all(const std::string& topic, std::chrono::milliseconds quiet) const {
+  std::vector<StoredMessage> out;
+  auto ws = WebSocket::connect(Endpoint{"127.0.0.1", web_port_, ""},
+                               "/ws/v2/reader/persistent/public/default/" + topic + "?messageId=earliest", kTimeout);
+  if (!ws.ok()) return out;
+  std::string frame;
+  for (;;) {
+    auto r = (*ws)->read(&frame, quiet);
+    if (!r.ok() || !*r) break;
+    auto j = nlohmann::json::parse(frame, nullptr, false);
+    if (!j.is_object() || !j.contains("payload")) continue;
+    out.push_back(stored(j));
+    (void)(*ws)->write(nlohmann::json{{"messageId", j.value("messageId", std::string())}}.dump(), kTimeout);
+  }
+  return out;
+}
+
+}  // namespace idem::pulsar_test
