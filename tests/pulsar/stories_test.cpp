@@ -209,8 +209,9 @@ std::thread unloader(const std::string& topic, std::vector<std::size_t> at, std:
   });
 }
 
-constexpr int kRewindMessages = 2000;
-const std::vector<std::size_t> kUnloadAt{300, 700, 1100, 1500};
+constexpr int kRewindMessages = 1200;
+constexpr auto kRewindHandlerTime = 2ms;  // slow enough that the unloads come mid-stream
+const std::vector<std::size_t> kUnloadAt{200, 450, 700, 950};
 
 TEST(PulsarStories, FailoverRewindRepeatsWorkForAPlainConsumer) {
   const std::string topic = fresh("rewind-plain");
@@ -221,10 +222,10 @@ TEST(PulsarStories, FailoverRewindRepeatsWorkForAPlainConsumer) {
   std::atomic<int> unloads{0};
   PlainConsumer c(topic, "subscriptionType=Failover&subscriptionInitialPosition=Earliest");
   auto u = unloader(topic, kUnloadAt, [&] { return handled.load(); }, stop, unloads);
-  c.run(4s, 50, [&](const std::string& body) {
+  c.run(4s, 300, [&](const std::string& body) {
     effects.add(body);
     ++handled;
-    std::this_thread::sleep_for(200us);
+    std::this_thread::sleep_for(kRewindHandlerTime);
   });
   stop = true;
   u.join();
@@ -247,7 +248,7 @@ TEST(PulsarStories, FailoverRewindIsAbsorbedByTheWatermark) {
   IdemConsumer c(broker().uri(topic, "sub", "type=failover"), std::move(co), [&](const Msg& m) {
     effects.add(m.id);
     ++handled;
-    std::this_thread::sleep_for(200us);
+    std::this_thread::sleep_for(kRewindHandlerTime);
   });
   auto u = unloader(topic, kUnloadAt, [&] { return handled.load(); }, stop, unloads);
   c.run();
