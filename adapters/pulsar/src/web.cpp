@@ -97,6 +97,8 @@ StatusOr<std::unique_ptr<WebSocket>> WebSocket::connect(const Endpoint& e, const
   auto& tcp_layer = beast::get_lowest_layer(impl->ws);
   tcp_layer.expires_after(timeout);
   if (auto ec = connect_tcp(impl->ioc, tcp_layer, e); ec) return lost(e, "connect", ec);
+  beast::error_code ignored;
+  tcp_layer.socket().set_option(tcp::no_delay(true), ignored);  // acks and permits are small frames
   impl->ws.set_option(websocket::stream_base::decorator([token = e.token](websocket::request_type& req) {
     if (!token.empty()) req.set(http::field::authorization, "Bearer " + token);
   }));
