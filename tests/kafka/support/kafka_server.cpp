@@ -3,27 +3,16 @@
 #include <librdkafka/rdkafka.h>
 #include <unistd.h>
 
-#include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
-#include <sstream>
 
+#include "support/broker_script.hpp"
 #include "support/client.hpp"
 
 namespace idem::kafka_test {
 namespace {
 
-// KEY=VALUE lines → map.
-std::map<std::string, std::string> parse_lines(const std::string& text) {
-  std::map<std::string, std::string> out;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) {
-    const auto eq = line.find('=');
-    if (eq != std::string::npos) out[line.substr(0, eq)] = line.substr(eq + 1);
-  }
-  return out;
-}
 
 // CreateTopics with the broker's default replication factor; "exists" is success.
 Status create_topics(const std::string& bootstraps, const std::string& topic, int partitions) {
@@ -57,16 +46,7 @@ Status create_topics(const std::string& bootstraps, const std::string& topic, in
 }  // namespace
 
 Status KafkaServer::run_script(const std::string& args, std::string* out) {
-  const std::string cmd = std::string("bash '") + IDEM_BROKER_SCRIPT + "' " + args;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (p == nullptr) return internal_error("cannot run " + cmd);
-  std::array<char, 4096> buf{};
-  std::string text;
-  for (std::size_t n; (n = std::fread(buf.data(), 1, buf.size(), p)) > 0;) text.append(buf.data(), n);
-  const int rc = ::pclose(p);
-  if (out != nullptr) *out = text;
-  if (rc != 0) return unavailable("broker.sh " + args + " failed (its reason is on stderr)");
-  return ok_status();
+  return testing::run_broker_script(IDEM_BROKER_SCRIPT, args, out);
 }
 
 StatusOr<std::unique_ptr<KafkaServer>> KafkaServer::start(int nodes) {
@@ -74,7 +54,7 @@ StatusOr<std::unique_ptr<KafkaServer>> KafkaServer::start(int nodes) {
   std::string out;
   Status st = s->run_script(
       "start kafka --nodes " + std::to_string(nodes) + " --owner " + std::to_string(::getpid()), &out);
-  auto kv = parse_lines(out);
+  auto kv = testing::parse_broker_lines(out);
   s->dir_ = kv["DIR"];
   if (!st.ok()) return st;
   s->bootstraps_ = kv["KAFKA_BOOTSTRAP"];

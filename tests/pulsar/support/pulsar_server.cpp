@@ -2,13 +2,12 @@
 
 #include <unistd.h>
 
-#include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "message_id.hpp"
+#include "support/broker_script.hpp"
 #include "web.hpp"
 
 namespace idem::pulsar_test {
@@ -18,16 +17,6 @@ using pulsar::detail::Endpoint;
 using pulsar::detail::WebSocket;
 constexpr std::chrono::milliseconds kTimeout{10'000};
 
-// KEY=VALUE lines → map.
-std::map<std::string, std::string> parse_lines(const std::string& text) {
-  std::map<std::string, std::string> out;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) {
-    const auto eq = line.find('=');
-    if (eq != std::string::npos) out[line.substr(0, eq)] = line.substr(eq + 1);
-  }
-  return out;
-}
 
 StoredMessage stored(const nlohmann::json& j) {
   StoredMessage m;
@@ -43,23 +32,14 @@ StoredMessage stored(const nlohmann::json& j) {
 }  // namespace
 
 Status PulsarServer::run_script(const std::string& args, std::string* out) const {
-  const std::string cmd = std::string("bash '") + IDEM_BROKER_SCRIPT + "' " + args;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (p == nullptr) return internal_error("cannot run " + cmd);
-  std::array<char, 4096> buf{};
-  std::string text;
-  for (std::size_t n; (n = std::fread(buf.data(), 1, buf.size(), p)) > 0;) text.append(buf.data(), n);
-  const int rc = ::pclose(p);
-  if (out != nullptr) *out = text;
-  if (rc != 0) return unavailable("broker.sh " + args + " failed (its reason is on stderr)");
-  return ok_status();
+  return testing::run_broker_script(IDEM_BROKER_SCRIPT, args, out);
 }
 
 StatusOr<std::unique_ptr<PulsarServer>> PulsarServer::start() {
   std::unique_ptr<PulsarServer> s(new PulsarServer());
   std::string out;
   Status st = s->run_script("start pulsar --owner " + std::to_string(::getpid()), &out);
-  auto kv = parse_lines(out);
+  auto kv = testing::parse_broker_lines(out);
   s->dir_ = kv["DIR"];
   if (!st.ok()) return st;
   s->version_ = kv["PULSAR_VERSION"];
