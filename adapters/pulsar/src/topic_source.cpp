@@ -181,26 +181,24 @@ Status TopicSource::retry(const Delivery& d, Duration delay) {
 }
 
 Status TopicSource::republish(const Delivery& d, Duration delay) {
-  auto it = in_flight_.find(d.handle);
-  if (it == in_flight_.end()) return invalid_argument(describe() + ": unknown delivery " + d.broker_id);
-  Outgoing m{.payload = d.body,
-             .key = d.key,
-             .properties = with(d, {{"idem-origin", origin_of(d, it->second)},
-                                    {"idem-deliveries", std::to_string(d.delivery_count)}}),
-             .deliver_after_ms = delay.count()};
-  if (Status s = self_.send({&m, 1}); !s.ok()) return s;
-  return settle(d, "");
+  return forward(self_, d, {{"idem-deliveries", std::to_string(d.delivery_count)}}, delay);
 }
 
 Status TopicSource::dead_letter(const Delivery& d, std::string_view reason, std::string_view detail) {
+  return forward(dead_letters_, d,
+                 {{"idem-reason", std::string(reason)}, {"idem-detail", std::string(detail.substr(0, kMaxDetail))}},
+                 Duration(0));
+}
+
+Status TopicSource::forward(Producer& to, const Delivery& d, Properties extra, Duration deliver_after) {
   auto it = in_flight_.find(d.handle);
   if (it == in_flight_.end()) return invalid_argument(describe() + ": unknown delivery " + d.broker_id);
+  extra.emplace_back("idem-origin", origin_of(d, it->second));
   Outgoing m{.payload = d.body,
              .key = d.key,
-             .properties = with(d, {{"idem-reason", std::string(reason)},
-                                    {"idem-detail", std::string(detail.substr(0, kMaxDetail))},
-                                    {"idem-origin", origin_of(d, it->second)}})};
-  if (Status s = dead_letters_.send({&m, 1}); !s.ok()) return s;
+             .properties = with(d, std::move(extra)),
+             .deliver_after_ms = deliver_after.count()};
+  if (Status s = to.send({&m, 1}); !s.ok()) return s;
   return settle(d, "");
 }
 

@@ -42,6 +42,9 @@ class TopicSource final : public MessageSource {
   Status settle(const Delivery& d, const char* type);
   // Publishes d again to the topic, due after `delay`, then acks it.
   Status republish(const Delivery& d, Duration delay);
+  // Publishes d through `to` with its properties, `extra` and idem-origin over them,
+  // due after `deliver_after` (0: now); acks it once the broker has it.
+  Status forward(Producer& to, const Delivery& d, Properties extra, Duration deliver_after);
 
   Options o_;
   std::shared_ptr<Clock> clock_;
