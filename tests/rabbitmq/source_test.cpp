@@ -66,7 +66,7 @@ TEST_F(QueueSourceTest, ConsumesWhatWasPublishedBeforeTheConsumerExisted) {
   publish(o, {"one", "two"});
   auto src = source(o);
   ASSERT_TRUE(src);
-  auto got = fetch(*src, 10);
+  auto got = fetch_n(*src, 2, Duration(2000));
   ASSERT_EQ(got.size(), 2u);
   EXPECT_EQ(got[0].body, "one");
   EXPECT_EQ(got[1].body, "two");
@@ -147,7 +147,7 @@ TEST_F(QueueSourceTest, AShortRetryDoesNotWaitBehindALongOne) {
   const Options o = options("buckets");
   publish(o, {"long", "short"});
   auto src = source(o);
-  auto got = fetch(*src, 10);
+  auto got = fetch_n(*src, 2, Duration(2000));
   ASSERT_EQ(got.size(), 2u);
   ASSERT_TRUE(src->retry(got[0], Duration(60'000)).ok());
   const auto retried_at = Clock::now();
@@ -182,7 +182,7 @@ TEST_F(QueueSourceTest, AClosedConsumersUndecidedDeliveriesGoToTheNext) {
   publish(o, {"a", "b"});
   {
     auto first = source(o);
-    auto got = fetch(*first, 10);
+    auto got = fetch_n(*first, 2, Duration(2000));
     ASSERT_EQ(got.size(), 2u);
     first->hold(got[0]);  // and b: never decided
     first->close();
