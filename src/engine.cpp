@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "batch_index.hpp"
+#include "claimed_step.hpp"
 #include "pipeline.hpp"
 #include "validate_options.hpp"
 
@@ -73,7 +74,7 @@ Status Engine::extend_lease(HandlerContext& ctx, Duration lease) {
 // store failure's retry (the metrics count both).
 std::vector<Decision> Pipeline::process_batch_in_one_transaction(std::span<const MessageView> ms, HandlerThunk h) {
   std::vector<Decision> out(ms.size());
-  auto batch = timed_store([&] { return impl_.store->begin_batch(tick()); });
+  auto batch = timed_store([&] { return impl_.store->begin_batch(read_clock()); });
   if (!batch.ok()) {
     log_warn(impl_.log, "idem: batch transaction not started ({}); one transaction per message",
              batch.status().to_string());
@@ -136,7 +137,7 @@ std::vector<Decision> Pipeline::process_batch(std::span<const MessageView> ms, H
   std::vector<std::optional<std::uint64_t>> fps(ms.size());
   std::vector<ClaimRequest> claims;
   claims.reserve(firsts.size());
-  const TimePoint start = tick();
+  const TimePoint start = read_clock();
   for (std::size_t i : firsts) {
     fps[i] = fingerprint_of(ms[i]);
     claims.push_back({*ms[i].id, o_.owner, o_.lease, fps[i], start, std::nullopt});
@@ -161,12 +162,11 @@ std::vector<Decision> Pipeline::process_batch(std::span<const MessageView> ms, H
     }
     // The latest clock reading (the previous handler's end, or the claim's start): only
     // bookkeeping without store calls has run since, so it is this handler's start.
+    // If the lease had to be renewed and was lost meanwhile, this copy goes through the
+    // single-message path instead.
     const TimePoint t = last_;
-    // The lease runs from the handler's start: renew the batch claim's lease when the
-    // earlier handlers of this batch used up more than a tenth of it. If it was lost
-    // meanwhile, this copy goes through the single-message path instead.
     TimePoint lease_until = start + o_.lease;
-    if (t - start > o_.lease / kBatchLeaseRenewDivisor) {
+    if (lease_renewal_due(start, t, o_.lease)) {
       Status s = timed_store([&] { return impl_.store->extend({*m.id, o_.owner, o_.lease, t, std::nullopt}); });
       if (!s.ok()) {
         out[i] = process(m, h, i);
@@ -176,16 +176,13 @@ std::vector<Decision> Pipeline::process_batch(std::span<const MessageView> ms, H
       lease_until = t + o_.lease;
     }
     started(m, t, handler_start[i]);
-    HandlerContext ctx;
-    ContextAccess::init(ctx, &engine_, *m.id, claim->retries + 1, o_.guarantee, lease_until, nullptr);
-    runs[i] = run_handler(h, i, ctx, t);
-    if (runs[i].kind != HandlerResult::Kind::kOk) {
-      out[i] = after_failure(std::nullopt, *m.id, fps[i], claim->retries, runs[i]);
+    ClaimedStep step(*this, subject_of(m, fps[i]), claim->retries, t, lease_until, nullptr, &runs[i]);
+    if (!step.run(handler_of(h, i))) {
+      out[i] = step.failed();
       continue;
     }
-    out[i] = Decision::ack(Reason::kProcessed);
-    commits.push_back(
-        commit_request(std::nullopt, *m.id, fps[i], Outcome::kProcessed, storable_result(runs[i], out[i])));
+    commits.push_back(step.commit());
+    out[i] = step.decision();
     commit_index.push_back(i);
   }
   if (!commits.empty()) {
@@ -211,7 +208,7 @@ std::size_t Engine::tick(HandlerThunk handler) {
     (void)impl_->dispatcher->flush_marks(impl_->now());  // idle: nothing else carries them
     impl_->dispatcher->maybe_resend(impl_->now());
   }
-  return Pipeline(*this, opts_, *impl_, *metrics_).tick_all(handler);
+  return Pipeline(*this, opts_, *impl_, *metrics_).run_buffer_timers(handler);
 }
 
 void Engine::reset_watermark(std::string_view stream, std::uint64_t position) {

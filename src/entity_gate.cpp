@@ -5,6 +5,7 @@
 #include <string>
 
 #include "buffer_frame.hpp"
+#include "claimed_step.hpp"
 #include "pipeline.hpp"
 
 namespace idem::detail {
@@ -149,7 +150,7 @@ std::size_t Pipeline::drain(std::string_view key, HandlerThunk h) {
     auto nb =
         impl_.drain_not_before.empty() ? impl_.drain_not_before.end() : impl_.drain_not_before.find(std::string(key));
     if (nb != impl_.drain_not_before.end()) {
-      if (tick() < nb->second) return 0;
+      if (read_clock() < nb->second) return 0;
       impl_.drain_not_before.erase(nb);
     }
   }
@@ -181,7 +182,7 @@ std::size_t Pipeline::drain(std::string_view key, HandlerThunk h) {
 }
 
 bool Pipeline::run_buffered(const BufferEntry& e, HandlerThunk h) {
-  const TimePoint start = tick();
+  const TimePoint start = read_clock();
   ClaimRequest req{e.id, o_.owner, o_.lease, std::nullopt, start, e.key};
   auto claim = timed_store([&] { return impl_.store->claim(req); });
   if (!claim.ok()) return false;
@@ -246,7 +247,8 @@ bool Pipeline::run_buffered(const BufferEntry& e, HandlerThunk h) {
     decoded = h.call_encoded(h.self, frame->message, ctx, out);
     return decoded ? out : HandlerResult::fail("the buffered message cannot be decoded");
   };
-  Decision d = run_claimed(e.id, std::nullopt, claim->retries, invoke, start, &g, e.version);
+  const Subject subject{e.id, std::nullopt, e.key, e.version};
+  Decision d = run_claimed(subject, claim->retries, invoke, start, &g);
   if (!decoded && d.action == Action::kRetry) {
     // Decoding will not get better with time.
     claim = timed_store([&] { return impl_.store->claim(req); });
@@ -296,7 +298,7 @@ void Pipeline::report(const BufferEntry& e, const Decision& d, const Gate* g) {
   o_.on_buffered(out);
 }
 
-std::size_t Pipeline::tick_all(HandlerThunk h) {
+std::size_t Pipeline::run_buffer_timers(HandlerThunk h) {
   if (o_.ordering.mode != Ordering::kStrict) return 0;
   constexpr std::size_t kKeysPerTick = 256;
   auto summary =
@@ -308,13 +310,13 @@ std::size_t Pipeline::tick_all(HandlerThunk h) {
   std::size_t moved = 0;
   for (const BufferedKey& k : summary->keys) {
     moved += drain(k.key, h);
-    if (tick() - k.oldest_at >= o_.ordering.gap_timeout) moved += apply_gap_policy(k, h);
+    if (read_clock() - k.oldest_at >= o_.ordering.gap_timeout) moved += apply_gap_policy(k, h);
   }
   // Refresh the gauges after the work above.
   auto after = impl_.store->buffer_summary(o_.ordering.gap_report_keys);
   if (after.ok()) {
     std::vector<GapAge> ages;
-    const TimePoint now = tick();
+    const TimePoint now = read_clock();
     for (const BufferedKey& k : after->keys)
       ages.push_back({k.key, std::chrono::duration_cast<Duration>(now - k.oldest_at), k.count, k.lowest_version});
     metrics_.set_buffer(after->count, after->bytes, std::move(ages));
@@ -343,7 +345,7 @@ std::size_t Pipeline::apply_gap_policy(const BufferedKey& k, HandlerThunk h) {
     case GapPolicy::kDeadLetter: {
       std::size_t moved = 0;
       for (const BufferEntry& e : *entries) {
-        const TimePoint now = tick();
+        const TimePoint now = read_clock();
         auto claim = timed_store([&] {
           return impl_.store->claim({e.id, o_.owner, o_.lease, std::nullopt, now, e.key});
         });

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "buffer_frame.hpp"
+#include "claimed_step.hpp"
 
 namespace idem::detail {
 namespace {
@@ -35,7 +36,7 @@ GatedBatch::GatedBatch(Pipeline& p, std::span<const MessageView> ms, HandlerThun
 
 std::vector<Decision> GatedBatch::run() {
   index_messages();
-  p_.maybe_tick(h_);
+  p_.maybe_run_buffer_timers(h_);
   if (strict_) order_by_version();
   claim_firsts();
   keys_.resize(key_names_.size());
@@ -111,7 +112,7 @@ void GatedBatch::order_by_version() {
 void GatedBatch::claim_firsts() {
   std::vector<ClaimRequest> claims;
   claims.reserve(firsts_.size());
-  start_ = p_.tick();
+  start_ = p_.read_clock();
   for (std::size_t i : firsts_) {
     fps_[i] = Pipeline::fingerprint_of(ms_[i]);
     claims.push_back({*ms_[i].id, o_.owner, o_.lease, fps_[i], start_, *ms_[i].key});
@@ -133,8 +134,8 @@ void GatedBatch::walk(std::size_t k) {
   EntityRecord* p = projection(i, *claim);
   if (p == nullptr) return;
   Gate g;
-  const TimePoint t = p_.tick();
-  const bool renew = t - start_ > o_.lease / kBatchLeaseRenewDivisor;
+  const TimePoint t = p_.read_clock();
+  const bool renew = lease_renewal_due(start_, t, o_.lease);
   Turn turn = Turn::kRecheck;
   while (!renew && turn == Turn::kRecheck && !applies_in_order(m, *p, g)) {
     g = Gate{};
@@ -171,21 +172,17 @@ void GatedBatch::run_in_order(std::size_t i, const ClaimResult& claim, EntityRec
   const std::string_view key = *m.key;
   const std::uint32_t kid = key_of_[i];
   p_.started(m, t, handler_start_[i]);
-  HandlerContext ctx;
-  ContextAccess::init(ctx, &p_.engine_, *m.id, claim.retries + 1, o_.guarantee, start_ + o_.lease, nullptr, &g,
-                      m.version);
-  runs_[i] = p_.run_handler(h_, i, ctx, t);
-  if (runs_[i].kind != HandlerResult::Kind::kOk) {
+  ClaimedStep step(p_, subject_of(m, fps_[i]), claim.retries, t, start_ + o_.lease, &g, &runs_[i]);
+  if (!step.run(Pipeline::handler_of(h_, i))) {
     // The failure path may write the entity (a dead-lettered version is used up).
     settle(kid);
-    out_[i] = p_.after_failure(key, *m.id, fps_[i], claim.retries, runs_[i], &g);
+    out_[i] = step.failed();
     forget(kid);
     if (g.advanced && strict_) p_.drain(key, h_);
     return;
   }
-  out_[i] = Decision::ack(Reason::kProcessed);
-  commits_.push_back(
-      p_.commit_request(key, *m.id, fps_[i], Outcome::kProcessed, p_.storable_result(runs_[i], out_[i]), &g));
+  commits_.push_back(step.commit());
+  out_[i] = step.decision();
   commit_index_.push_back(i);
   add_pending(kid);
   p.revision += 1;
@@ -313,7 +310,7 @@ std::size_t GatedBatch::absorb(std::uint32_t k, EntityRecord& p, std::vector<Buf
   }
   const std::size_t n = drop_stale(k, p, entries);
   if (n == 0) return 0;
-  const TimePoint t = p_.tick();
+  const TimePoint t = p_.read_clock();
   std::vector<ClaimRequest> qs;
   qs.reserve(n);
   for (std::size_t j = 0; j < n; ++j) qs.push_back({entries[j].id, o_.owner, o_.lease, std::nullopt, t, key});
@@ -356,7 +353,6 @@ std::size_t GatedBatch::drop_stale(std::uint32_t k, const EntityRecord& p, std::
 
 GatedBatch::Step GatedBatch::run_absorbed(std::uint32_t k, EntityRecord& p, BufferEntry& entry,
                                           const ClaimResult& claim, TimePoint t) {
-  const std::string_view key = key_names_[k];
   Absorbed& a = absorbed_.emplace_back();
   a.key = k;
   a.entry = std::move(entry);
@@ -380,33 +376,28 @@ GatedBatch::Step GatedBatch::run_absorbed(std::uint32_t k, EntityRecord& p, Buff
     return Step::kLeft;
   }
   bool decoded = true;
-  HandlerContext ctx;
-  ContextAccess::init(ctx, &p_.engine_, a.entry.id, claim.retries + 1, o_.guarantee, t + o_.lease, nullptr, &g,
-                      a.entry.version);
-  a.run = p_.run_handler_with(
-      [&](HandlerContext& hc) {
-        HandlerResult r = HandlerResult::ok();
-        decoded = h_.call_encoded(h_.self, frame->message, hc, r);
-        return decoded ? r : HandlerResult::fail("the buffered message cannot be decoded");
-      },
-      ctx, t);
+  const Subject subject{a.entry.id, std::nullopt, a.entry.key, a.entry.version};
+  ClaimedStep step(p_, subject, claim.retries, t, t + o_.lease, &g, &a.run);
+  const bool ok = step.run([&](HandlerContext& hc) {
+    HandlerResult r = HandlerResult::ok();
+    decoded = h_.call_encoded(h_.self, frame->message, hc, r);
+    return decoded ? r : HandlerResult::fail("the buffered message cannot be decoded");
+  });
   if (!decoded) {  // nothing ran: drain() dead-letters it
     entry = std::move(a.entry);
     absorbed_.pop_back();
     return Step::kLeft;
   }
-  if (a.run.kind != HandlerResult::Kind::kOk) {
+  if (!ok) {
     // As drain() would: the key's pending writes land first, then the failure path
     // (which may write the entity: a dead-lettered version is used up).
     if (!keys_[k].pending.empty()) flush();
-    p_.report_paced(a.entry, p_.after_failure(key, a.entry.id, std::nullopt, claim.retries, a.run, &g), &g);
+    p_.report_paced(a.entry, step.failed(), &g);
     forget(k);
     if (g.advanced) keys_[k].drain = true;
     return Step::kDecided;
   }
-  Decision d = Decision::ack(Reason::kProcessed);
-  commits_.push_back(
-      p_.commit_request(key, a.entry.id, std::nullopt, Outcome::kProcessed, p_.storable_result(a.run, d), &g));
+  commits_.push_back(step.commit());
   commit_index_.push_back(ms_.size() + absorbed_.size() - 1);
   add_pending(k);
   p.revision += 1;
@@ -445,7 +436,7 @@ void GatedBatch::single(std::size_t i, const ClaimResult& claim, TimePoint t, bo
   if (auto early = p_.gate(m, c, fps_[i], h_, i, g)) {
     out_[i] = *early;
   } else {
-    out_[i] = p_.run_claimed(*m.id, fps_[i], c.retries, Pipeline::handler_of(h_, i), t, &g, m.version, lease_until);
+    out_[i] = p_.run_claimed(subject_of(m, fps_[i]), c.retries, Pipeline::handler_of(h_, i), t, &g, lease_until);
   }
   if (g.advanced && strict_) p_.drain(key, h_);
 }

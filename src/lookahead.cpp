@@ -15,13 +15,11 @@
 // itself, as the plain path would.
 #include "lookahead.hpp"
 
+#include "claimed_step.hpp"
 #include "pipeline.hpp"
 
 namespace idem::detail {
 namespace {
-
-// A kept claim's lease is renewed when more than 1/kRenewDivisor of it has passed.
-constexpr int kRenewDivisor = 10;
 
 bool lookahead_applies(const ConsumerOptions& o, const Engine::Impl& impl) {
   return o.guarantee == Guarantee::kEffectivelyOnce && !o.transactional && !entity_gated(o) &&
@@ -106,7 +104,7 @@ Decision Engine::process_ahead(const MessageView& m, HandlerThunk h, const Messa
       return *bad_decision;
     }
     const auto fp = Pipeline::fingerprint_of(m);
-    const TimePoint t = p.tick();
+    const TimePoint t = p.read_clock();
     if (pre && (pre->id != *m.id || pre->fingerprint != fp)) drop(t);
     start = t;
     std::optional<ClaimResult> claim;
@@ -114,7 +112,7 @@ Decision Engine::process_ahead(const MessageView& m, HandlerThunk h, const Messa
     if (pre) {
       if (pre->claim.status == ClaimStatus::kNew) {
         lease_until = pre->at + opts_.lease;
-        if (t - pre->at > opts_.lease / kRenewDivisor) {
+        if (lease_renewal_due(pre->at, t, opts_.lease)) {
           Status s = p.timed_store([&] { return store.extend({*m.id, opts_.owner, opts_.lease, t, std::nullopt}); });
           if (s.ok()) {
             lease_until = t + opts_.lease;
@@ -140,15 +138,9 @@ Decision Engine::process_ahead(const MessageView& m, HandlerThunk h, const Messa
     }
     if (claim->status != ClaimStatus::kNew) return p.answer_existing(*claim);
 
-    HandlerContext ctx;
-    ContextAccess::init(ctx, this, *m.id, claim->retries + 1, opts_.guarantee, lease_until, nullptr, nullptr,
-                        m.version);
-    const Run run = p.run_handler(h, index, ctx, *start);
-    if (run.kind != HandlerResult::Kind::kOk || run.unacknowledged)
-      return p.after_failure(std::nullopt, *m.id, fp, claim->retries, run);
-    Decision ok = Decision::ack(Reason::kProcessed);
-    const auto result = p.storable_result(run, ok);
-    const CommitRequest commit = p.commit_request(std::nullopt, *m.id, fp, Outcome::kProcessed, result);
+    ClaimedStep step(p, subject_of(m, fp), claim->retries, *start, lease_until);
+    if (!step.run(Pipeline::handler_of(h, index))) return step.failed();
+    const CommitRequest commit = step.commit();
     Status s;
     if (next != nullptr && !p.validate(*next)) {
       const auto next_fp = Pipeline::fingerprint_of(*next);
@@ -162,8 +154,7 @@ Decision Engine::process_ahead(const MessageView& m, HandlerThunk h, const Messa
     } else {
       s = p.timed_store([&] { return store.commit(commit); });
     }
-    p.after_commit(s, run, ok);
-    return ok;
+    return step.landed(s);
   }();
   if (start && m.received_at) metrics_->queue_wait.record(*start - *m.received_at);
   p.finish(m, d, start);

@@ -5,6 +5,8 @@
 #include <chrono>
 #include <string>
 
+#include "claimed_step.hpp"
+
 namespace idem::detail {
 
 std::optional<Decision> Pipeline::validate(const MessageView& m) const {
@@ -51,10 +53,6 @@ Decision Pipeline::store_failure(const Status& s) const {
   Decision d = Decision::retry(Reason::kStoreUnavailable, o_.store_retry_delay);
   d.detail = s.to_string();
   return d;
-}
-
-Run Pipeline::run_handler(HandlerThunk h, std::size_t index, HandlerContext& ctx, TimePoint start) {
-  return run_handler_with([&](HandlerContext& c) { return h.call(h.self, index, c); }, ctx, start);
 }
 
 std::optional<std::string_view> Pipeline::storable_result(const Run& run, Decision& d) const {
@@ -164,13 +162,13 @@ void Pipeline::finish(const MessageView& m, const Decision& d, std::optional<Tim
 }
 
 Decision Pipeline::at_least_once(const MessageView& m, HandlerThunk h, std::size_t index, TimePoint& start) {
-  start = tick();
-  HandlerContext ctx;
-  ContextAccess::init(ctx, &engine_, m.id.value_or(""), m.delivery_count.value_or(1), o_.guarantee, start, nullptr);
-  const Run run = run_handler(h, index, ctx, start);
-  if (run.kind == HandlerResult::Kind::kOk) return Decision::ack(Reason::kProcessed);
+  start = read_clock();
   // No durable count here: the broker's delivery count (if extracted) caps retries.
-  const std::uint32_t retries = m.delivery_count.value_or(1) > 0 ? m.delivery_count.value_or(1) - 1 : 0;
+  const std::uint32_t delivered = std::max<std::uint32_t>(m.delivery_count.value_or(1), 1);
+  const std::uint32_t retries = delivered - 1;
+  ClaimedStep step(*this, subject_of(m, std::nullopt), retries, start, start);
+  if (step.run(handler_of(h, index))) return Decision::ack(Reason::kProcessed);
+  const Run& run = step.result();
   if (m.delivery_count && retries >= o_.max_retries) return Decision::dead_letter(Reason::kRetriesExhausted, run.error);
   Decision d = Decision::retry(run.failure_reason, run.delay.count() > 0 ? run.delay : o_.backoff.delay_for(retries));
   d.detail = run.error;
@@ -179,7 +177,7 @@ Decision Pipeline::at_least_once(const MessageView& m, HandlerThunk h, std::size
 
 Decision Pipeline::at_most_once(const MessageView& m, HandlerThunk h, std::size_t index, TimePoint& start) {
   const auto fp = fingerprint_of(m);
-  start = tick();
+  start = read_clock();
   auto claim = timed_store([&] { return impl_.store->claim({*m.id, o_.owner, o_.lease, fp, start, std::nullopt}); });
   if (!claim.ok()) return fail_open_or_closed(m, h, index, claim.status(), start);
   if (claim->status != ClaimStatus::kNew) return answer_existing(*claim);
@@ -191,10 +189,9 @@ Decision Pipeline::at_most_once(const MessageView& m, HandlerThunk h, std::size_
     return d;
   }
   note_commit();
-  HandlerContext ctx;
-  ContextAccess::init(ctx, &engine_, *m.id, claim->retries + 1, o_.guarantee, start, nullptr);
-  const Run run = run_handler(h, index, ctx, start);
-  if (run.kind == HandlerResult::Kind::kOk) return Decision::ack(Reason::kProcessed);
+  ClaimedStep step(*this, subject_of(m, fp), claim->retries, start, start);
+  if (step.run(handler_of(h, index))) return Decision::ack(Reason::kProcessed);
+  const Run& run = step.result();
   log_error(impl_.log, "idem: at_most_once: handler failed for id {} and the message is dropped: {}", printable(*m.id),
             run.error);
   Decision d = Decision::ack(Reason::kHandlerFailed);
@@ -204,7 +201,7 @@ Decision Pipeline::at_most_once(const MessageView& m, HandlerThunk h, std::size_
 
 Decision Pipeline::effectively_once(const MessageView& m, HandlerThunk h, std::size_t index, TimePoint& start) {
   const auto fp = fingerprint_of(m);
-  start = tick();  // the lease starts when the handler starts, not at receipt
+  start = read_clock();  // the lease starts when the handler starts, not at receipt
   ClaimRequest req{*m.id, o_.owner, o_.lease, fp, start, std::nullopt};
   req.check_outbox = impl_.dispatcher != nullptr;
   const bool gated = entity_gated(o_);
@@ -218,13 +215,13 @@ Decision Pipeline::effectively_once(const MessageView& m, HandlerThunk h, std::s
       dispatch_pending_of(*m.id);
     return answer_existing(*claim);
   }
-  if (!gated) return run_claimed(*m.id, fp, claim->retries, handler_of(h, index), start, nullptr, m.version);
+  if (!gated) return run_claimed(subject_of(m, fp), claim->retries, handler_of(h, index), start, nullptr);
   Gate g;
   if (auto early = gate(m, *claim, fp, h, index, g)) {
     if (g.advanced && o_.ordering.mode == Ordering::kStrict) drain(g.key, h);  // a dead-lettered version was used up
     return *early;
   }
-  Decision d = run_claimed(*m.id, fp, claim->retries, handler_of(h, index), start, &g, m.version);
+  Decision d = run_claimed(subject_of(m, fp), claim->retries, handler_of(h, index), start, &g);
   if (g.advanced && o_.ordering.mode == Ordering::kStrict) drain(g.key, h);
   return d;
 }
@@ -279,10 +276,9 @@ Decision Pipeline::fail_open_or_closed(const MessageView& m, HandlerThunk h, std
   if (o_.on_store_failure == StoreFailurePolicy::kFailClosed) return store_failure(s);
   log_error(impl_.log, "idem: FAIL-OPEN: store unavailable ({}); running the handler for id {} without dedup",
             s.to_string(), printable(m.id.value_or("")));
-  HandlerContext ctx;
-  ContextAccess::init(ctx, &engine_, m.id.value_or(""), 1, o_.guarantee, start, nullptr);
-  const Run run = run_handler(h, index, ctx, start);
-  if (run.kind == HandlerResult::Kind::kOk) return Decision::ack(Reason::kFailOpen);
+  ClaimedStep step(*this, subject_of(m, std::nullopt), 0, start, start);
+  if (step.run(handler_of(h, index))) return Decision::ack(Reason::kFailOpen);
+  const Run& run = step.result();
   Decision d = Decision::retry(run.failure_reason, run.delay.count() > 0 ? run.delay : o_.backoff.delay_for(0));
   d.detail = run.error;
   return d;
@@ -304,7 +300,7 @@ Decision Pipeline::decide(const MessageView& m, HandlerThunk h, std::size_t inde
   if (o_.ordering.mode != Ordering::kNone || entity_gated(o_)) {
     if (auto bad_decision = validate_entity(m)) return std::move(*bad_decision);
     if (auto dropped = watermark_filter(m)) return std::move(*dropped);
-    maybe_tick(h);
+    maybe_run_buffer_timers(h);
   }
   start.emplace();
   switch (o_.guarantee) {
@@ -319,16 +315,16 @@ Decision Pipeline::decide(const MessageView& m, HandlerThunk h, std::size_t inde
   return effectively_once(m, h, index, *start);
 }
 
-void Pipeline::maybe_tick(HandlerThunk h) {
+void Pipeline::maybe_run_buffer_timers(HandlerThunk h) {
   if (o_.ordering.mode != Ordering::kStrict) return;
   const std::int64_t now = impl_.now().time_since_epoch().count();
-  std::int64_t last = impl_.last_tick_ns.load(std::memory_order_relaxed);
+  std::int64_t last = impl_.last_timers_ns.load(std::memory_order_relaxed);
   const std::int64_t every = std::chrono::duration_cast<std::chrono::nanoseconds>(o_.ordering.gap_timeout).count() / 4;
-  const bool first = !impl_.ticked.load(std::memory_order_relaxed);
+  const bool first = !impl_.timers_ran.load(std::memory_order_relaxed);
   if (!first && now - last < every) return;
-  if (!impl_.last_tick_ns.compare_exchange_strong(last, now)) return;
-  impl_.ticked.store(true, std::memory_order_relaxed);
-  tick_all(h);
+  if (!impl_.last_timers_ns.compare_exchange_strong(last, now)) return;
+  impl_.timers_ran.store(true, std::memory_order_relaxed);
+  run_buffer_timers(h);
 }
 
 }  // namespace idem::detail

@@ -43,13 +43,22 @@ struct Gate {
   bool advanced = false;
 };
 
+// The message a handler call runs on, as the extractors found it (or as the reorder
+// buffer kept it).
+struct Subject {
+  std::string_view id;
+  std::optional<std::uint64_t> fingerprint;
+  std::string_view key;                  // empty: none extracted
+  std::optional<std::uint64_t> version;  // none extracted
+};
+
+inline Subject subject_of(const MessageView& m, std::optional<std::uint64_t> fp) {
+  return {m.id.value_or(""), fp, m.key.value_or(""), m.version};
+}
+
 // The entity key a store request carries (ClaimRequest::entity_key): the message's key
 // when the consumer is entity-gated, none otherwise.
 using EntityKey = std::optional<std::string_view>;
-
-// In process_batch, a claim's lease is renewed at handler start once more than
-// 1/kBatchLeaseRenewDivisor of it has passed since the batch was claimed.
-constexpr int kBatchLeaseRenewDivisor = 10;
 
 // True iff messages go through the entity gates (ordering by version, a state machine).
 inline bool entity_gated(const ConsumerOptions& o) {
@@ -70,8 +79,10 @@ struct Engine::Impl {
   // message failed).
   std::mutex buffered_mu;
   std::unordered_map<std::string, TimePoint> drain_not_before;
-  std::atomic<std::int64_t> last_tick_ns{0};  // process() ticks every gap_timeout / 4
-  std::atomic<bool> ticked{false};            // the first process() ticks at once
+  // process() runs the buffer's timers (drains, gap timeouts) every gap_timeout / 4;
+  // the first process() runs them at once.
+  std::atomic<std::int64_t> last_timers_ns{0};
+  std::atomic<bool> timers_ran{false};
 
   // Consumer::process(m, next): the claim of `next` taken with m's commit (lookahead.cpp).
   Lookahead lookahead;
@@ -85,24 +96,25 @@ struct Engine::Impl {
 // HandlerContext's private fields are set and read here only.
 struct ContextAccess {
   using Manual = HandlerContext::Manual;
-  static void init(HandlerContext& ctx, Engine* e, std::string_view id, std::uint32_t attempt, Guarantee g,
-                   TimePoint lease_until, StoreTransaction* txn, const Gate* gate = nullptr,
-                   std::optional<std::uint64_t> version = std::nullopt) {
+  // The context of every handler call (claimed_step.hpp): the subject's key and version
+  // whenever they were extracted; event, transition and drained from the gate.
+  static void init(HandlerContext& ctx, Engine* e, const Subject& s, std::uint32_t attempt, Guarantee g,
+                   TimePoint lease_until, const Gate* gate) {
     if (gate != nullptr) {
-      ctx.key_ = gate->key;
       ctx.event_ = gate->event;
       ctx.from_ = gate->from;
       ctx.to_ = gate->to;
       ctx.drained_ = gate->drained;
     }
-    ctx.version_ = version.value_or(0);
     ctx.engine_ = e;
-    ctx.id_ = id;
+    ctx.id_ = s.id;
+    ctx.key_ = s.key;
+    ctx.version_ = s.version.value_or(0);
     ctx.attempt_ = attempt;
     ctx.guarantee_ = g;
     ctx.lease_until_ = lease_until;
-    ctx.transaction_ = txn;
   }
+  static void set_transaction(HandlerContext& ctx, StoreTransaction* txn) { ctx.transaction_ = txn; }
   static Manual manual(const HandlerContext& ctx) { return ctx.manual_; }
   // Moves r's result and error into run (r is left without them).
   static void take(HandlerResult& r, Run& run) {
@@ -134,17 +146,17 @@ class Pipeline {
   // Reads the clock once; last_ then serves every step until the next read, so that
   // one message costs four clock reads (start, after claim, after handler, after
   // commit) rather than two per timed step.
-  TimePoint tick() { return last_ = impl_.now(); }
+  TimePoint read_clock() { return last_ = impl_.now(); }
 
   // Runs one store call, timed from last_ (REQUIRES: fresh, i.e. set by the step just
-  // before) to a new tick(). Without latency_metrics, or over an in_process store:
+  // before) to a new read_clock(). Without latency_metrics, or over an in_process store:
   // untimed, last_ unchanged.
   template <class F>
   auto timed_store(F&& f) {
     if (!impl_.time_store) return f();
     const TimePoint t0 = last_;
     auto r = f();
-    metrics_.store_latency.record(tick() - t0);
+    metrics_.store_latency.record(read_clock() - t0);
     return r;
   }
 
@@ -161,11 +173,8 @@ class Pipeline {
   // Logs s and returns a retry after store_retry_delay (kStoreUnavailable).
   Decision store_failure(const Status& s) const;
 
-  // Runs the handler of message `index`, translating exceptions and manual ack/nack
-  // into a Run.
-  Run run_handler(HandlerThunk h, std::size_t index, HandlerContext& ctx, TimePoint start);
-
-  // As run_handler, for any invocation `f(ctx) -> HandlerResult`.
+  // Runs `f(ctx) -> HandlerResult` once (ClaimedStep::run), translating exceptions and
+  // manual ack/nack into a Run.
   template <class F>
   Run run_handler_with(F&& f, HandlerContext& ctx, TimePoint start);
 
@@ -214,13 +223,13 @@ class Pipeline {
   };
   static IndexedHandler handler_of(HandlerThunk h, std::size_t index) { return {h, index}; }
 
-  // Runs the handler (`invoke(ctx)`) under a lease already taken at `start`, then
-  // commits (with the entity write of `gate`, if any; its requests then carry gate->key
-  // and gate->advanced is set once a version lands) or fails.
-  // The handler's lease runs until `lease_until` (default: start + lease).
+  // Runs the handler (`invoke(ctx)`) of `subject` under a lease already taken at
+  // `start`, in a transaction of its own when transactional, then commits (with the
+  // entity write of `gate`, if any; its requests then carry gate->key and
+  // gate->advanced is set once a version lands) or fails. The lease runs until
+  // `lease_until` (default: start + lease). Defined in claimed_step.hpp.
   template <class F>
-  Decision run_claimed(std::string_view id, std::optional<std::uint64_t> fp, std::uint32_t retries, F&& invoke,
-                       TimePoint start, Gate* gate, std::optional<std::uint64_t> version,
+  Decision run_claimed(const Subject& subject, std::uint32_t retries, F&& invoke, TimePoint start, Gate* gate,
                        std::optional<TimePoint> lease_until = std::nullopt);
 
   // --- the outbox (dispatcher.hpp) ---------------------------------------------------
@@ -270,8 +279,9 @@ class Pipeline {
   // One buffered entry whose version is next: claim, gate, handler, commit. Returns
   // false when the drain must stop (a failure to retry later, or a lease held elsewhere).
   bool run_buffered(const BufferEntry& e, HandlerThunk h);
-  // Engine::tick().
-  std::size_t tick_all(HandlerThunk h);
+  // Engine::tick(): drains keys whose next version is buffered, applies the gap policy,
+  // refreshes the buffer gauges.
+  std::size_t run_buffer_timers(HandlerThunk h);
   // Returns how many buffered messages left the buffer.
   std::size_t apply_gap_policy(const BufferedKey& k, HandlerThunk h);
   // Watermark: the decision for a position at or below the stream's watermark.
@@ -294,9 +304,9 @@ class Pipeline {
   // guarantee's path (when its handler or decision started).
   Decision decide(const MessageView& m, HandlerThunk h, std::size_t index, std::optional<TimePoint>& start);
 
-  // Strict ordering: runs tick_all() when gap_timeout / 4 has passed since the last
-  // tick (one thread at a time).
-  void maybe_tick(HandlerThunk h);
+  // Strict ordering: runs run_buffer_timers() when gap_timeout / 4 has passed since
+  // they last ran (one thread at a time).
+  void maybe_run_buffer_timers(HandlerThunk h);
 
   std::vector<Decision> process_batch(std::span<const MessageView> ms, HandlerThunk h);
   // process_batch for transactional consumers: one store transaction per batch, a
@@ -310,7 +320,7 @@ class Pipeline {
   const ConsumerOptions& o_;
   Engine::Impl& impl_;
   Metrics& metrics_;
-  TimePoint last_{};                                   // the latest clock reading of this call (see tick())
+  TimePoint last_{};  // the latest clock reading of this call (see read_clock())
   std::vector<DeferredPut>* deferred_puts_ = nullptr;  // see buffer_early
   // Set inside a batch transaction: committed outgoing messages wait here for the
   // batch's commit (process_batch_in_one_transaction).
@@ -337,7 +347,7 @@ Run Pipeline::run_handler_with(F&& f, HandlerContext& ctx, TimePoint start) {
     run.kind = HandlerResult::Kind::kFailed;
     run.error = "the handler returned ok after a failed ctx.publish: " + ContextAccess::publish_error(ctx);
   }
-  const TimePoint end = tick();  // also the commit's "now": always read
+  const TimePoint end = read_clock();  // also the commit's "now": always read
   if (o_.latency_metrics) metrics_.handler_latency.record(end - start);
   if (o_.guarantee == Guarantee::kManual && run.kind == HandlerResult::Kind::kOk) {
     switch (ContextAccess::manual(ctx)) {
@@ -357,55 +367,4 @@ Run Pipeline::run_handler_with(F&& f, HandlerContext& ctx, TimePoint start) {
   return run;
 }
 
-template <class F>
-Decision Pipeline::run_claimed(std::string_view id, std::optional<std::uint64_t> fp, std::uint32_t retries, F&& invoke,
-                               TimePoint start, Gate* gate, std::optional<std::uint64_t> version,
-                               std::optional<TimePoint> lease_until) {
-  const EntityKey key = gate != nullptr ? EntityKey(gate->key) : std::nullopt;
-  std::unique_ptr<StoreTransaction> txn;
-  if (o_.transactional) {
-    auto t = timed_store([&] { return impl_.store->begin(last_); });
-    if (!t.ok()) {
-      (void)impl_.store->release(release_req(key, id, false));
-      return store_failure(t.status());
-    }
-    txn = std::move(t).value();
-  }
-  HandlerContext ctx;
-  ContextAccess::init(ctx, &engine_, id, retries + 1, o_.guarantee, lease_until.value_or(start + o_.lease), txn.get(),
-                      gate, version);
-  std::vector<OutboxEntry> outgoing;  // what the handler publishes (ctx.publish)
-  if (txn && impl_.dispatcher) ContextAccess::set_outbox(ctx, &outgoing);
-  const Run run = run_handler_with(invoke, ctx, start);
-  if (run.kind != HandlerResult::Kind::kOk || run.unacknowledged) {
-    if (txn) txn->rollback();
-    txn.reset();
-    return after_failure(key, id, fp, retries, run, gate);
-  }
-  Decision d = Decision::ack(Reason::kProcessed);
-  const auto result = storable_result(run, d);
-  if (txn && impl_.dispatcher && deferred_outbox_ == nullptr) (void)impl_.dispatcher->flush_marks(last_);
-  CommitRequest req = commit_request(key, id, fp, Outcome::kProcessed, result, gate);
-  for (OutboxEntry& e : outgoing) e.created_at = last_;
-  req.outbox = outgoing;
-  Status s = timed_store([&] { return txn ? txn->commit(req) : impl_.store->commit(req); });
-  if (s.ok() && gate != nullptr && gate->version) gate->advanced = true;
-  if (s.ok() && !outgoing.empty()) dispatch_committed(outgoing);
-  if (!s.ok() && (txn || s.code() == StatusCode::kAborted)) {
-    // Nothing was committed: with a transaction the handler's writes were rolled back
-    // with it, so a redelivery may run it again at once. kAborted: another consumer
-    // changed the entity since the claim read it.
-    txn.reset();
-    (void)impl_.store->release(release_req(key, id, false));
-    if (s.code() == StatusCode::kAborted) return concurrent_update(s);
-    if (s.code() == StatusCode::kFailedPrecondition) {
-      Decision lost = Decision::retry(Reason::kLeaseLost, Duration{0});
-      lost.detail = s.message() + " (transaction rolled back)";
-      return lost;
-    }
-    return store_failure(s);
-  }
-  after_commit(s, run, d);
-  return d;
-}
 }  // namespace idem::detail
