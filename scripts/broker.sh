@@ -36,13 +36,18 @@ CACHE=${IDEM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/idem}
 die() { echo "broker.sh: $*" >&2; exit 1; }
 say() { echo "broker.sh: $*" >&2; }
 
-# A port in 20000..59999 that nothing on 127.0.0.1 accepts on and that no earlier call
-# of this start handed out (they are listed in PORTS_FILE: callers run it in $(…)).
+# A port that nothing on 127.0.0.1 accepts on and that no earlier call of this start
+# handed out (they are listed in PORTS_FILE: callers run it in $(…)). It is taken below
+# the kernel's ephemeral range when that leaves room (10000..32767 with Linux's default
+# range): a port free now is not later taken by some process's outgoing connection
+# before the broker binds it.
 PORTS_FILE=/dev/null
 free_port() {
-  local p
+  local p lo=20000 span=40000 ephemeral
+  read -r ephemeral _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || ephemeral=0
+  ((ephemeral > 15000)) && lo=10000 span=$((ephemeral - 10000))
   for _ in $(seq 200); do
-    p=$((20000 + (RANDOM * 32768 + RANDOM) % 40000))
+    p=$((lo + (RANDOM * 32768 + RANDOM) % span))
     grep -qx "$p" "$PORTS_FILE" 2>/dev/null && continue
     if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
       echo "$p" >>"$PORTS_FILE"
@@ -370,12 +375,24 @@ wait_pulsar() {  # wait_pulsar DIR
   ! pulsar_gone "$1" || die "Pulsar ended while starting (log: $1/pulsar.log)"
 }
 
+# A first start whose JVM ends before it serves is tried once more on new ports and
+# an empty data folder (a port handed out by free_port can still be taken before the
+# JVM binds it), after its log's errors are shown.
 start_pulsar() {
-  local dir=$1 web broker
-  web=$(free_port) broker=$(free_port)
-  pulsar_config "$web" "$broker" "$(free_port)" >"$dir/standalone.conf"
+  local dir=$1 web broker attempt
   pulsar_log4j >"$dir/log4j2.properties"
-  launch_pulsar "$dir"
+  for attempt in 1 2; do
+    web=$(free_port) broker=$(free_port)
+    pulsar_config "$web" "$broker" "$(free_port)" >"$dir/standalone.conf"
+    launch_pulsar "$dir"
+    wait_for 120 pulsar pulsar_settled "$dir" || break
+    pulsar_gone "$dir" || break
+    ((attempt == 1)) || break
+    say "Pulsar ended while starting; its errors:"
+    grep -E 'ERROR|Exception|Error:' "$dir/pulsar.log" | tail -n 15 >&2 || true
+    mv "$dir/pulsar.log" "$dir/pulsar.first.log"
+    rm -rf "$dir/metadata" "$dir/bookkeeper" "$dir/data"
+  done
   wait_pulsar "$dir"
   echo "PULSAR_WEB=http://127.0.0.1:$web"
   echo "PULSAR_BROKER=pulsar://127.0.0.1:$broker"
