@@ -16,6 +16,7 @@ std::string_view status_code_name(StatusCode code) {
     case StatusCode::kUnavailable: return "UNAVAILABLE";
     case StatusCode::kDataLoss: return "DATA_LOSS";
     case StatusCode::kInternal: return "INTERNAL";
+    case StatusCode::kUnimplemented: return "UNIMPLEMENTED";
   }
   return "UNKNOWN";
 }
@@ -29,6 +30,13 @@ std::string Status::to_string() const {
 }
 
 namespace detail {
+
+const Status& ok_status_ref() {
+  static const Status ok;
+  return ok;
+}
+
+Status ok_put_into_status_or() { return internal_error("a StatusOr was given an OK status and no value"); }
 
 void die_on_bad_value_access(const Status& status) {
   std::fprintf(stderr, "idem: StatusOr::value() on an error: %s\n", status.to_string().c_str());

@@ -35,15 +35,15 @@ CommitThenClaimResult Store::commit_then_claim(const CommitRequest& c, const Cla
 }
 
 StatusOr<std::unique_ptr<StoreTransaction>> Store::begin(TimePoint) {
-  return failed_precondition("this store is not transactional");
+  return unimplemented("this store is not transactional");
 }
 
 StatusOr<std::unique_ptr<BatchTransaction>> Store::begin_batch(TimePoint) {
-  return failed_precondition("this store has no batch transactions");
+  return unimplemented("this store has no batch transactions");
 }
 
 namespace {
-Status no_entities() { return failed_precondition("this store keeps no entity records or reorder buffer"); }
+Status no_entities() { return unimplemented("this store keeps no entity records or reorder buffer"); }
 }  // namespace
 
 StatusOr<EntityRecord> Store::read_entity(std::string_view) { return no_entities(); }
@@ -61,12 +61,12 @@ StatusOr<BufferSummary> Store::buffer_summary(std::size_t) { return no_entities(
 
 namespace {
 Status not_supported(std::string_view what) {
-  return failed_precondition(std::string(what) + ": not supported by this store");
+  return unimplemented(std::string(what) + ": not supported by this store");
 }
 }  // namespace
 
 namespace {
-Status no_outbox() { return failed_precondition("this store keeps no outbox"); }
+Status no_outbox() { return unimplemented("this store keeps no outbox"); }
 }  // namespace
 
 StatusOr<std::vector<OutboxEntry>> Store::outbox_pending(const OutboxQuery&) { return no_outbox(); }

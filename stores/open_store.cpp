@@ -61,6 +61,8 @@ StatusOr<std::shared_ptr<Store>> open(const Options& options) {
 
 namespace {
 
+// The store of u, or a null pointer when this build knows no store of u's scheme
+// (`known` then lists those it knows).
 StatusOr<std::shared_ptr<Store>> open_parsed(const StoreUri& u, std::string& known);
 
 #ifdef IDEM_WITH_BLOOM
@@ -81,7 +83,7 @@ StatusOr<std::shared_ptr<Store>> open_bloom_front(const StoreUri& u, std::string
   if (durable_uri.scheme.rfind("bloom", 0) == 0)
     return invalid_argument("bloom+: the durable store cannot be a bloom store");
   auto durable = open_parsed(durable_uri, known);
-  if (!durable.ok()) return durable.status();
+  if (!durable.ok() || *durable == nullptr) return durable;
 #ifdef IDEM_WITH_ROCKSDB
   if (durable_uri.scheme == "rocksdb") return bloom_rocksdb::open_front(std::move(durable).value(), fo);
 #endif
@@ -114,12 +116,12 @@ StatusOr<std::shared_ptr<Store>> open_parsed(const StoreUri& u, std::string& kno
   if (u.scheme.rfind("bloom+", 0) == 0) {
     std::string inner_known;
     auto s = open_bloom_front(u, inner_known);
-    if (!s.ok() && s.status().message().rfind("unknown store scheme", 0) == 0)
+    if (s.ok() && *s == nullptr)
       return invalid_argument("unknown durable store in \"" + u.scheme + ":\"; this build knows " + known);
     return s;
   }
 #endif
-  return invalid_argument("unknown store scheme \"" + u.scheme + ":\"; this build knows " + known);
+  return std::shared_ptr<Store>();
 }
 
 }  // namespace
@@ -131,6 +133,7 @@ StatusOr<std::shared_ptr<Store>> open_store(std::string_view uri) {
   auto store = open_parsed(*u, known);
   // A store may quote its path or server in an error; never the URI's password.
   if (!store.ok()) return Status(store.status().code(), scrub_secrets(store.status().message(), uri));
+  if (*store == nullptr) return invalid_argument("unknown store scheme \"" + u->scheme + ":\"; this build knows " + known);
   return store;
 }
 

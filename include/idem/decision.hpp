@@ -50,9 +50,11 @@ std::string_view reason_name(Reason r);
 // Returns the Reason named `name`, or nullopt.
 std::optional<Reason> reason_from_name(std::string_view name);
 
+// A default-constructed Decision holds (kHold, kUnacknowledged): nothing is acked
+// unless some step decided so.
 struct Decision {
-  Action action = Action::kAck;
-  Reason reason = Reason::kProcessed;
+  Action action = Action::kHold;
+  Reason reason = Reason::kUnacknowledged;
   Duration delay{0};                  // for kRetry: redeliver no sooner than this
   std::optional<std::string> result;  // the stored result (processed or duplicate)
   std::string detail;                 // human-readable context, empty when obvious

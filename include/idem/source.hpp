@@ -62,7 +62,9 @@ class MessageSource {
 
   // The four decisions. Each returns a failure of the broker call; the runtime logs
   // and counts it and moves on (the delivery then stays with the broker, which
-  // redelivers it, and idem's store makes that copy a duplicate).
+  // redelivers it, and idem's store makes that copy a duplicate). A source may defer
+  // what ack, retry and dead_letter send (acks collected into one command or one
+  // transaction) until flush(), or send it earlier on its own (e.g. once enough waits).
   virtual Status ack(const Delivery& d) = 0;
   virtual Status retry(const Delivery& d, Duration delay) = 0;
   // Publishes d with the reason and detail to the dead-letter destination, then acks
@@ -70,6 +72,17 @@ class MessageSource {
   virtual Status dead_letter(const Delivery& d, std::string_view reason, std::string_view detail) = 0;
   // Leaves d to the broker. Default: nothing.
   virtual void hold(const Delivery& d) { (void)d; }
+
+  // Sends every settlement deferred so far. The runtime calls it before each fetch()
+  // once it has applied decisions since the last call, before drained(), when
+  // partitions are revoked and before run() returns. A failure counts as a failed
+  // action (RuntimeMetrics::kActionFailures); what was not sent stays deferred and
+  // goes with the next flush, or comes back from the broker as a redelivery if the
+  // connection is lost. Neither fetch() nor drained() sends deferred acks; a broker
+  // whose consumer commits a position rather than acking each delivery may commit it
+  // on its own schedule (the Kafka source's offsets, every 100 ms). Default: OK
+  // (nothing deferred).
+  virtual Status flush() { return ok_status(); }
 
   // Tells the broker that the deliveries this source handed out and that have no
   // decision yet are still being worked on, for brokers that redeliver after an ack

@@ -5,7 +5,6 @@
 // never Status errors: they are Decisions with a Reason (see decision.hpp).
 #pragma once
 
-#include <cassert>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -27,6 +26,7 @@ enum class StatusCode {
   kUnavailable,         // the store cannot be reached right now; retry with backoff
   kDataLoss,            // stored data is corrupt or of an unknown format; do not retry
   kInternal,            // a bug or an unexpected answer; do not retry blindly
+  kUnimplemented,       // this store or source cannot do this at all; do not retry
 };
 
 // Returns the canonical name of a code, e.g. "UNAVAILABLE".
@@ -39,9 +39,9 @@ class [[nodiscard]] Status {
   Status() = default;
   Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
 
-  // Returns true iff this is a success.
+  // Returns true iff this is a success. The one question: a Status does not convert
+  // to bool.
   bool ok() const { return code_ == StatusCode::kOk; }
-  explicit operator bool() const { return ok(); }
   StatusCode code() const { return code_; }
   const std::string& message() const { return message_; }
 
@@ -62,13 +62,19 @@ inline Status resource_exhausted(std::string m) { return {StatusCode::kResourceE
 inline Status unavailable(std::string m) { return {StatusCode::kUnavailable, std::move(m)}; }
 inline Status data_loss(std::string m) { return {StatusCode::kDataLoss, std::move(m)}; }
 inline Status internal_error(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
+inline Status unimplemented(std::string m) { return {StatusCode::kUnimplemented, std::move(m)}; }
 
 namespace detail {
 // Prints "idem: StatusOr::value() on an error: <status>" to stderr and aborts.
 [[noreturn]] void die_on_bad_value_access(const Status& status);
+// The shared OK Status that StatusOr::status() refers to when it holds a value.
+const Status& ok_status_ref();
+// What an OK Status put into a StatusOr becomes: kInternal naming the mistake.
+Status ok_put_into_status_or();
 }  // namespace detail
 
-// Either a value or a non-OK Status.
+// Either a value or a non-OK Status. Like a Status, it does not convert to bool:
+// ok() is the question (a StatusOr<bool> read as a bool would be a trap).
 // REQUIRES: value(), * and -> only when ok(). Calling them on an error does not throw:
 // it prints the status to stderr and aborts the process (a bug in the caller, found
 // loudly). value_or(v) is the checked alternative. status() of a value is OK.
@@ -76,14 +82,14 @@ template <class T>
 class [[nodiscard]] StatusOr {
  public:
   StatusOr(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design
-  StatusOr(Status status) : v_(std::move(status)) {  // NOLINT: implicit by design
-    assert(!std::get<Status>(v_).ok() && "StatusOr needs a value or an error");
-  }
+  // An OK `status` (a caller's bug: there is no value) becomes kInternal, in every
+  // build.
+  StatusOr(Status status)  // NOLINT: implicit by design
+      : v_(status.ok() ? detail::ok_put_into_status_or() : std::move(status)) {}
 
   bool ok() const { return std::holds_alternative<T>(v_); }
-  explicit operator bool() const { return ok(); }
 
-  Status status() const { return ok() ? ok_status() : std::get<Status>(v_); }
+  const Status& status() const { return ok() ? detail::ok_status_ref() : *std::get_if<Status>(&v_); }
 
   T& value() & {
     check_value();

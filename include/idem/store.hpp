@@ -259,16 +259,16 @@ class Store {
   // followed by claim(q). Default: the two calls.
   virtual CommitThenClaimResult commit_then_claim(const CommitRequest& c, const ClaimRequest& q);
 
-  // Opens a write transaction (transactional backends). Default: kFailedPrecondition.
+  // Opens a write transaction (transactional backends). Default: kUnimplemented.
   virtual StatusOr<std::unique_ptr<StoreTransaction>> begin(TimePoint now);
 
   // Opens a transaction for many handlers (capabilities().batch_transactions; see
   // BatchTransaction). Every store call of this thread until its commit() or
-  // rollback() belongs to it; other threads' calls wait. Default: kFailedPrecondition.
+  // rollback() belongs to it; other threads' calls wait. Default: kUnimplemented.
   virtual StatusOr<std::unique_ptr<BatchTransaction>> begin_batch(TimePoint now);
 
   // --- entity records and the reorder buffer (capabilities().entities) ------------
-  // Stores without them return kFailedPrecondition from each (the defaults).
+  // Stores without them return kUnimplemented from each (the defaults).
 
   // Returns the record of key (revision 0 if it has none).
   virtual StatusOr<EntityRecord> read_entity(std::string_view key);
@@ -290,7 +290,7 @@ class Store {
   virtual StatusOr<BufferSummary> buffer_summary(std::size_t max_keys);
 
   // --- the transactional outbox (capabilities().outbox; outbox.hpp) ---------------
-  // Stores without one return kFailedPrecondition from each (the defaults).
+  // Stores without one return kUnimplemented from each (the defaults).
 
   // Returns up to q.max unsent entries that q selects: one incoming id's by ascending
   // position, or every incoming id's (an incoming id's entries in position order).
@@ -308,7 +308,7 @@ class Store {
   virtual StatusOr<std::size_t> purge_expired(TimePoint now, std::size_t max_records) = 0;
 
   // --- operator tools (`idem inspect`, `idem purge`; docs/design.md §8) ------------
-  // Optional: stores that cannot offer one return kFailedPrecondition whose message
+  // Optional: stores that cannot offer one return kUnimplemented whose message
   // says "not supported by this store" (the defaults). None is for a hot path.
 
   // Counts every record of the store by its state at `now`. Reads the whole store.

@@ -68,6 +68,15 @@ struct Loop::Impl : AssignmentListener {
   void apply(std::unique_ptr<WorkItem> item);
   void settle(WorkItem& w);
   Status call_broker(WorkItem& w);
+  // source.flush() if decisions were applied since the last one; a failure counts as
+  // a failed action.
+  void flush_source();
+  // Before a fetch: flush when the fetch may wait (nothing in flight), when the last
+  // one came back empty (the broker may hold back until it sees the acks, as
+  // RabbitMQ does for a prefetch), or once max_in_flight decisions wait. Otherwise
+  // the settlements ride with later ones: one broker round trip for many.
+  bool flush_due_before_fetch() const;
+  void count_action_failure(std::string_view what, const Status& s);
   void wait_finished(Duration at_most);
   bool idle_exit_due();
   void tick_if_idle();
@@ -110,6 +119,8 @@ struct Loop::Impl : AssignmentListener {
   std::size_t in_flight = 0;  // fetched, decision not applied yet
   std::unordered_map<std::string, std::size_t> in_flight_by_partition;
   std::uint64_t action_failures = 0;
+  std::size_t settled_since_flush = 0;
+  bool last_fetch_empty = true;
   TimePoint last_fetched_any{};
   TimePoint last_tick{};
   Duration fetch_backoff{0};
@@ -196,7 +207,10 @@ void Loop::Impl::step() {
   tick_if_idle();
   const std::size_t capacity = max_in_flight > in_flight ? max_in_flight - in_flight : 0;
   const bool may_fetch = capacity > 0 && !budget_spent() && clock->now() >= fetch_resume_at;
-  if (may_fetch) fetch_some(capacity);
+  if (may_fetch) {
+    if (flush_due_before_fetch()) flush_source();
+    fetch_some(capacity);
+  }
   publish_gauges();
   if (in_flight == 0) {
     if (!may_fetch) wait_finished(std::min(opts.fetch_timeout, fetch_backoff));
@@ -211,6 +225,7 @@ void Loop::Impl::fetch_some(std::size_t capacity) {
   fetched_now.clear();
   const Duration timeout = in_flight > 0 ? Duration(0) : opts.fetch_timeout;
   const Status s = source.fetch(capacity, timeout, fetched_now);
+  last_fetch_empty = fetched_now.empty();
   if (!s.ok()) {
     metrics.add(RuntimeMetrics::kFetchErrors);
     fetch_backoff = std::min(opts.fetch_backoff_max, fetch_backoff.count() ? fetch_backoff * 2 : kFirstFetchBackoff);
@@ -324,19 +339,35 @@ Status Loop::Impl::call_broker(WorkItem& w) {
       break;
   }
   if (!s.ok()) {
-    metrics.add(RuntimeMetrics::kActionFailures);
-    if (action_failures++ % kLogEveryNthFailure == 0) {
-      log_warn(log, "idem runtime: {} of delivery {} on {} failed ({}); the broker keeps it and redelivers it",
-               action_name(d.action), printable(w.delivery.broker_id), source.describe(), s.to_string());
-    }
+    count_action_failure(std::string(action_name(d.action)) + " of delivery " + printable(w.delivery.broker_id), s);
   }
+  ++settled_since_flush;
   return s;
+}
+
+bool Loop::Impl::flush_due_before_fetch() const {
+  return in_flight == 0 || last_fetch_empty || settled_since_flush >= max_in_flight;
+}
+
+void Loop::Impl::flush_source() {
+  if (settled_since_flush == 0) return;
+  settled_since_flush = 0;
+  if (Status s = source.flush(); !s.ok()) count_action_failure("the flush of deferred settlements", s);
+}
+
+void Loop::Impl::count_action_failure(std::string_view what, const Status& s) {
+  metrics.add(RuntimeMetrics::kActionFailures);
+  if (action_failures++ % kLogEveryNthFailure == 0) {
+    log_warn(log, "idem runtime: {} on {} failed ({}); the broker keeps what it concerns and redelivers it", what,
+             source.describe(), s.to_string());
+  }
 }
 
 bool Loop::Impl::idle_exit_due() {
   if (in_flight > 0 || !throttled.empty()) return false;
   const TimePoint now = clock->now();
   if (now - last_fetched_any < opts.idle_exit) return false;
+  flush_source();
   StatusOr<bool> drained = source.drained();
   if (!drained.ok() || !*drained) return false;
   if (processor.tick() > 0) {  // a reorder buffer still had something to run
@@ -388,6 +419,7 @@ void Loop::Impl::shut_down() {
   work_cv.notify_all();
   for (std::thread& t : threads) t.join();
   threads.clear();
+  flush_source();
   publish_gauges();
 }
 
@@ -420,6 +452,7 @@ void Loop::Impl::on_revoked(std::span<const std::string> partitions) {
     source.keep_alive();
     if (busy()) wait_finished(kBusyWait);
   }
+  flush_source();
   for (const std::string& p : partitions) log_info(log, "idem runtime: partition {} revoked", printable(p));
 }
 

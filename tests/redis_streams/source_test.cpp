@@ -42,10 +42,26 @@ class StreamSourceTest : public ::testing::Test {
     ASSERT_TRUE((*p)->publish(messages).ok());
   }
 
+  // Like the runtime: the decisions so far are flushed before each fetch.
   std::vector<Delivery> fetch(MessageSource& s, std::size_t max, Duration timeout = Duration(100)) {
+    EXPECT_TRUE(s.flush().ok());
     std::vector<Delivery> out;
     EXPECT_TRUE(s.fetch(max, timeout, out).ok());
     return out;
+  }
+
+  // Like the runtime: flush, then ask.
+  bool drained(MessageSource& s) {
+    EXPECT_TRUE(s.flush().ok());
+    auto d = s.drained();
+    EXPECT_TRUE(d.ok()) << d.status().to_string();
+    return d.ok() && *d;
+  }
+
+  std::size_t pending() {
+    auto r = server_->command({"XPENDING", "orders", "g"});
+    EXPECT_TRUE(r.ok());
+    return r.ok() && !r->elements.empty() ? static_cast<std::size_t>(r->elements.at(0).integer) : 0;
   }
 
   std::unique_ptr<RedisServer> server_;
@@ -61,10 +77,25 @@ TEST_F(StreamSourceTest, ConsumesWhatWasPublishedBeforeTheGroupExisted) {
   EXPECT_EQ(got[1].body, "two");
   EXPECT_EQ(got[0].delivery_count, 1u);
   EXPECT_EQ(got[0].partition, "orders");
-  EXPECT_FALSE(*(*src)->drained());
+  EXPECT_FALSE(drained(**src));
   ASSERT_TRUE((*src)->ack(got[0]).ok());
   ASSERT_TRUE((*src)->ack(got[1]).ok());
-  EXPECT_TRUE(*(*src)->drained());
+  EXPECT_TRUE(drained(**src));
+}
+
+TEST_F(StreamSourceTest, AcksAreOneXackAtFlush) {
+  publish({"a", "b"});
+  auto src = open(options("c1")).value();
+  auto got = fetch(*src, 10);
+  ASSERT_EQ(got.size(), 2u);
+  ASSERT_TRUE(src->ack(got[0]).ok());
+  ASSERT_TRUE(src->ack(got[1]).ok());
+  EXPECT_EQ(pending(), 2u);  // deferred
+  std::vector<Delivery> out;
+  ASSERT_TRUE(src->fetch(10, Duration(0), out).ok());
+  EXPECT_EQ(pending(), 2u);  // a fetch does not send them
+  ASSERT_TRUE(src->flush().ok());
+  EXPECT_EQ(pending(), 0u);
 }
 
 TEST_F(StreamSourceTest, RetryComesBackAfterItsDelayWithAHigherCount) {
@@ -74,14 +105,14 @@ TEST_F(StreamSourceTest, RetryComesBackAfterItsDelayWithAHigherCount) {
   ASSERT_EQ(got.size(), 1u);
   ASSERT_TRUE(src->retry(got[0], Duration(200)).ok());
   EXPECT_TRUE(fetch(*src, 10, Duration(0)).empty());  // not before its delay
-  EXPECT_FALSE(*src->drained());
+  EXPECT_FALSE(drained(*src));
   std::this_thread::sleep_for(std::chrono::milliseconds(250));
   auto again = fetch(*src, 10, Duration(0));
   ASSERT_EQ(again.size(), 1u);
   EXPECT_EQ(again[0].broker_id, got[0].broker_id);
   EXPECT_EQ(again[0].delivery_count, 2u);
   ASSERT_TRUE(src->ack(again[0]).ok());
-  EXPECT_TRUE(*src->drained());
+  EXPECT_TRUE(drained(*src));
 }
 
 TEST_F(StreamSourceTest, DeadLetterWritesTheDlqAndAcks) {
@@ -90,7 +121,7 @@ TEST_F(StreamSourceTest, DeadLetterWritesTheDlqAndAcks) {
   auto got = fetch(*src, 10);
   ASSERT_EQ(got.size(), 1u);
   ASSERT_TRUE(src->dead_letter(got[0], "bad_message", "not JSON").ok());
-  EXPECT_TRUE(*src->drained());
+  EXPECT_TRUE(drained(*src));
   auto dlq = server_->command({"XRANGE", "orders:dlq", "-", "+"});
   ASSERT_TRUE(dlq.ok());
   ASSERT_EQ(dlq->elements.size(), 1u);
@@ -116,7 +147,7 @@ TEST_F(StreamSourceTest, ADeadConsumersEntriesAreClaimedAfterTheLease) {
     EXPECT_EQ(d.delivery_count, 2u);
     ASSERT_TRUE(alive->ack(d).ok());
   }
-  EXPECT_TRUE(*alive->drained());
+  EXPECT_TRUE(drained(*alive));
 }
 
 TEST_F(StreamSourceTest, ARestartedConsumerOfTheSameNameGetsItsPendingEntriesFirst) {

@@ -13,6 +13,12 @@ using std::chrono::seconds;
 
 // --- at_most_once -------------------------------------------------------------------
 
+TEST(DecisionDefault, HoldsRatherThanAcks) {
+  const Decision d;
+  EXPECT_EQ(d.action, Action::kHold);
+  EXPECT_EQ(d.reason, Reason::kUnacknowledged);
+}
+
 TEST_F(ConsumerTest, AtMostOnceMarksDoneBeforeTheHandlerRuns) {
   std::optional<RecordState> seen;
   auto c = make(options(Guarantee::kAtMostOnce), [&](const Msg& m, HandlerContext&) {

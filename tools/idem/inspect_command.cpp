@@ -55,7 +55,7 @@ int inspect_key(OperatorSession& s, const std::string& key, std::size_t limit) {
 int print_counts(OperatorSession& s) {
   auto counts = s.store().count_records(s.now());
   const bool json = s.json();
-  if (!counts.ok() && counts.status().code() != StatusCode::kFailedPrecondition) return s.fail(counts.status());
+  if (!counts.ok() && counts.status().code() != StatusCode::kUnimplemented) return s.fail(counts.status());
   if (!counts.ok()) {
     if (json)
       std::cout << R"({"type":"records","counted":false,"reason":)" << json_text(counts.status().message()) << "}\n";

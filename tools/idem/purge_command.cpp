@@ -47,7 +47,7 @@ class ExpiredPurge {
     if (counts.ok()) {
       expected_ = counts->expired;
       expired_before_ = counts->expired;
-    } else if (counts.status().code() != StatusCode::kFailedPrecondition) {
+    } else if (counts.status().code() != StatusCode::kUnimplemented) {
       return s_.fail(counts.status());  // the store failed, rather than cannot count
     }
     while (steps_ < a_.max_steps && !done()) {

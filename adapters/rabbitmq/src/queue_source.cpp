@@ -132,9 +132,10 @@ Status QueueSource::start_consuming(std::size_t max) {
   return ok_status();
 }
 
-// Commits the acks and nacks decided so far only before it would wait (the broker
-// counts uncommitted acks against the prefetch) or once kCommitEvery are waiting:
-// while deliveries flow, one commit serves many.
+// Receives what the broker sent, waiting up to `timeout` for the first delivery. The
+// acks and nacks decided meanwhile are committed by flush(), which the runtime calls
+// before each fetch that follows decisions (the broker counts uncommitted acks
+// against the prefetch), or once kCommitEvery are waiting.
 Status QueueSource::fetch(std::size_t max, Duration timeout, std::vector<Delivery>& out) {
   if (Status s = ready(max); !s.ok()) return s;
   std::size_t got = 0;
@@ -142,10 +143,8 @@ Status QueueSource::fetch(std::size_t max, Duration timeout, std::vector<Deliver
   while (got < max) {
     if (buffered_.empty()) {
       auto r = receive(Duration(0));
-      if (r.ok() && !*r && got == 0) {
-        if (Status s = commit(); !s.ok()) return s;
+      if (r.ok() && !*r && got == 0)
         r = receive(std::max(Duration(0), std::chrono::duration_cast<Duration>(deadline - clock_->now())));
-      }
       if (!r.ok()) return got > 0 ? ok_status() : r.status();
       if (!*r) break;
       continue;
@@ -226,17 +225,17 @@ Status QueueSource::settle(std::uint64_t tag, bool requeue) {
   return conn_->lost(s, requeue ? "basic.nack" : "basic.ack");
 }
 
-// Acks wait here for the commit (see flush_acks()).
+// Acks wait here for the commit (flush(), send_acks()).
 Status QueueSource::ack(const Delivery& d) {
   auto tag = tag_of(d, "ack");
   if (!tag.ok()) return tag.status();
   acks_.push_back(*tag);
-  return ++uncommitted_ >= kCommitEvery ? commit() : ok_status();
+  return ++uncommitted_ >= kCommitEvery ? flush() : ok_status();
 }
 
 // The acks below the lowest delivery still unsettled (undecided or held) go as one
 // basic.ack with `multiple`; the rest one by one.
-Status QueueSource::flush_acks() {
+Status QueueSource::send_acks() {
   if (acks_.empty()) return ok_status();
   std::sort(acks_.begin(), acks_.end());
   std::size_t i = 0;
@@ -268,7 +267,7 @@ Status QueueSource::retry(const Delivery& d, Duration delay) {
   auto tag = tag_of(d, "nack");
   if (!tag.ok()) return tag.status();
   if (Status s = settle(*tag, true); !s.ok()) return s;
-  return ++uncommitted_ >= kCommitEvery ? commit() : ok_status();
+  return ++uncommitted_ >= kCommitEvery ? flush() : ok_status();
 }
 
 Status QueueSource::dead_letter(const Delivery& d, std::string_view reason, std::string_view detail) {
@@ -289,13 +288,13 @@ Status QueueSource::move(const Delivery& d, const std::string& queue, const Publ
   if (Status s = conn_->publish(queue, d.body, props); !s.ok()) return s;
   if (Status s = settle(*tag, false); !s.ok()) return s;
   ++uncommitted_;
-  return commit();
+  return flush();
 }
 
-Status QueueSource::commit() {
+Status QueueSource::flush() {
   if (uncommitted_ == 0) return ok_status();
   if (!conn_ || conn_->broken()) return unavailable("amqp: not connected to " + describe());
-  if (Status s = flush_acks(); !s.ok()) return s;
+  if (Status s = send_acks(); !s.ok()) return s;
   amqp_tx_commit(conn_->state(), kChannel);
   if (Status s = conn_->check("tx.commit"); !s.ok()) return s;
   uncommitted_ = 0;
@@ -305,7 +304,6 @@ Status QueueSource::commit() {
 StatusOr<bool> QueueSource::drained() {
   if (!buffered_.empty() || !undecided_.empty()) return false;
   if (Status s = ready(prefetch_ != 0 ? prefetch_ : 1); !s.ok()) return s;
-  if (Status s = commit(); !s.ok()) return s;
   std::uint32_t ready_messages = 0;
   if (Status s = conn_->declare(o_.queue, true, amqp_empty_table, &ready_messages); !s.ok()) return s;
   if (ready_messages > 0) return false;
@@ -322,7 +320,7 @@ StatusOr<bool> QueueSource::drained() {
 }
 
 void QueueSource::close() {
-  if (conn_ && !conn_->broken()) (void)commit();
+  if (conn_ && !conn_->broken()) (void)flush();
   conn_.reset();
   buffered_.clear();
   undecided_.clear();

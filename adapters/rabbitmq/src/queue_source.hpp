@@ -32,6 +32,8 @@ class QueueSource final : public MessageSource {
   Status retry(const Delivery& d, Duration delay) override;
   Status dead_letter(const Delivery& d, std::string_view reason, std::string_view detail) override;
   void hold(const Delivery& d) override { undecided_.erase(d.handle); }
+  // Sends the collected acks and commits the channel's transaction.
+  Status flush() override;
   StatusOr<bool> drained() override;
   std::string describe() const override;
   void close() override;
@@ -49,10 +51,9 @@ class QueueSource final : public MessageSource {
   // The delivery tag of d when d came on the current connection, else kUnavailable.
   StatusOr<std::uint64_t> tag_of(const Delivery& d, const char* what);
   Status settle(std::uint64_t tag, bool requeue);
-  Status flush_acks();
+  Status send_acks();
   // Republishes d to `queue` and acks it, committed together.
   Status move(const Delivery& d, const std::string& queue, const PublishProps& props);
-  Status commit();
 
   Options o_;
   std::shared_ptr<Clock> clock_;
@@ -63,7 +64,7 @@ class QueueSource final : public MessageSource {
   bool consuming_ = false;
   std::uint16_t prefetch_ = 0;
   std::set<std::uint64_t> unsettled_;  // delivery tags received and neither acked nor nacked
-  std::vector<std::uint64_t> acks_;    // acked, not yet sent (see flush_acks())
+  std::vector<std::uint64_t> acks_;    // acked, not yet sent (see send_acks())
   std::size_t uncommitted_ = 0;        // acks and nacks since the last commit
   std::deque<Delivery> buffered_;      // received, not yet fetched
   // Fetched and not decided nor held, on this connection: handle → AMQP message-id

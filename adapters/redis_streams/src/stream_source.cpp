@@ -87,7 +87,6 @@ StatusOr<ReplyPtr> StreamSource::call(const std::vector<std::string>& argv, Dura
 
 Status StreamSource::fetch(std::size_t max, Duration timeout, std::vector<Delivery>& out) {
   const std::size_t before = out.size();
-  if (Status s = flush_acks(); !s.ok()) return s;
   if (!history_done_) {
     if (Status s = read_history(max, out); !s.ok() || out.size() > before) return s;
   }
@@ -243,16 +242,16 @@ Status StreamSource::ack_id(const std::string& id) {
   return ok_status();
 }
 
-// Acks are collected and sent as one XACK at the next fetch (or drained(), close(),
-// or once kAckBatch are waiting): one round trip for many. An ack lost to a crash
+// Acks are collected and sent as one XACK at the next flush() (or close(), or once
+// kAckBatch are waiting): one round trip for many. An ack lost to a crash
 // before it was sent leaves the entry pending; its redelivery is a duplicate.
 Status StreamSource::ack(const Delivery& d) {
   in_flight_.erase(d.broker_id);
   acks_.push_back(d.broker_id);
-  return acks_.size() >= kAckBatch ? flush_acks() : ok_status();
+  return acks_.size() >= kAckBatch ? flush() : ok_status();
 }
 
-Status StreamSource::flush_acks() {
+Status StreamSource::flush() {
   if (acks_.empty()) return ok_status();
   std::vector<std::string> argv{"XACK", o_.stream, o_.group};
   argv.insert(argv.end(), acks_.begin(), acks_.end());
@@ -264,7 +263,7 @@ Status StreamSource::flush_acks() {
 }
 
 void StreamSource::close() {
-  if (conn_ && !conn_->broken()) (void)flush_acks();
+  if (conn_ && !conn_->broken()) (void)flush();
   conn_.reset();
 }
 
@@ -297,7 +296,6 @@ Status StreamSource::dead_letter(const Delivery& d, std::string_view reason, std
 
 StatusOr<bool> StreamSource::drained() {
   if (!retries_.empty()) return false;
-  if (Status s = flush_acks(); !s.ok()) return s;
   auto r = call({"XPENDING", o_.stream, o_.group});
   if (!r.ok()) return r.status();
   const redisReply* rep = r->get();

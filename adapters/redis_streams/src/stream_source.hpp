@@ -25,6 +25,8 @@ class StreamSource final : public MessageSource {
   Status retry(const Delivery& d, Duration delay) override;
   Status dead_letter(const Delivery& d, std::string_view reason, std::string_view detail) override;
   void hold(const Delivery& d) override { in_flight_.erase(d.broker_id); }
+  // Sends the acks collected since the last flush as one XACK.
+  Status flush() override;
   StatusOr<bool> drained() override;
   std::string describe() const override;
   void close() override;
@@ -50,8 +52,6 @@ class StreamSource final : public MessageSource {
   void forget_retry(const std::string& id);
   Status fill_delivery_counts(std::vector<Delivery>& out, std::size_t from);
   Status ack_id(const std::string& id);
-  // Sends the acks collected since the last flush as one XACK.
-  Status flush_acks();
 
   Options o_;
   std::shared_ptr<Clock> clock_;
