@@ -1,7 +1,7 @@
 // The store conformance suite, part 2: entity records and the reorder buffer
 // (include/idem/entity.hpp; the entity fields of ClaimRequest and CommitRequest in
 // include/idem/store.hpp). A factory without `entities` is checked to refuse every
-// entity method with kFailedPrecondition, in every test below.
+// entity method with kUnimplemented, in every test below.
 //
 // As store.hpp requires of callers, an id that is committed with an entity write
 // carries that entity's key on every claim, release, extend and commit, and is
@@ -60,16 +60,16 @@ BufferSummary summary(Store& s, std::size_t max_keys = 1000) {
                                        << revision << ", " << version << ", \"" << state << "\"}";
 }
 
-// What a store without entities answers: kFailedPrecondition from each entity method.
+// What a store without entities answers: kUnimplemented from each entity method.
 void expect_no_entities(Store& s) {
   EXPECT_FALSE(s.capabilities().entities);
   const TimePoint t0 = ManualClock().now();
-  EXPECT_EQ(s.read_entity("k").status().code(), StatusCode::kFailedPrecondition);
-  EXPECT_EQ(s.write_entity(ew("k", 0, 1)).code(), StatusCode::kFailedPrecondition);
-  EXPECT_EQ(s.buffer_put(bp("k", 2, "m2", "x", t0)).code(), StatusCode::kFailedPrecondition);
-  EXPECT_EQ(s.buffer_read("k", 10).status().code(), StatusCode::kFailedPrecondition);
-  EXPECT_EQ(s.buffer_remove("k", 2).code(), StatusCode::kFailedPrecondition);
-  EXPECT_EQ(s.buffer_summary(10).status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(s.read_entity("k").status().code(), StatusCode::kUnimplemented);
+  EXPECT_EQ(s.write_entity(ew("k", 0, 1)).code(), StatusCode::kUnimplemented);
+  EXPECT_EQ(s.buffer_put(bp("k", 2, "m2", "x", t0)).code(), StatusCode::kUnimplemented);
+  EXPECT_EQ(s.buffer_read("k", 10).status().code(), StatusCode::kUnimplemented);
+  EXPECT_EQ(s.buffer_remove("k", 2).code(), StatusCode::kUnimplemented);
+  EXPECT_EQ(s.buffer_summary(10).status().code(), StatusCode::kUnimplemented);
 }
 
 std::size_t entry_bytes(std::string_view key, std::string_view id, std::string_view message) {
@@ -416,7 +416,7 @@ TEST_P(StoreConformance, EntityTransactionalCommitHonoursTheWrite) {
   if (!caps().entities) return expect_no_entities(store());
   const TimePoint t0 = clock_.now();
   if (!store().capabilities().transactional) {
-    EXPECT_EQ(store().begin(t0).status().code(), StatusCode::kFailedPrecondition);
+    EXPECT_EQ(store().begin(t0).status().code(), StatusCode::kUnimplemented);
     return;
   }
   ASSERT_TRUE(claim_new("t1", "A", t0, std::nullopt, "k"sv));
@@ -528,7 +528,7 @@ TEST_P(StoreConformance, EntityBufferPutBatchAnswersAsOnePutPerElement) {
   if (!caps().entities) {
     expect_no_entities(store());
     const std::vector<BufferPut> one = {bp("k", 2, "m2", "x", clock_.now())};
-    EXPECT_EQ(store().buffer_put_batch(one).at(0).code(), StatusCode::kFailedPrecondition);
+    EXPECT_EQ(store().buffer_put_batch(one).at(0).code(), StatusCode::kUnimplemented);
     return;
   }
   const TimePoint t0 = clock_.now();

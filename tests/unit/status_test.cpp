@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <type_traits>
 
 namespace idem {
 namespace {
@@ -14,7 +15,7 @@ TEST(Status, OkIsACheck) {
   EXPECT_TRUE(Status().ok());
   const Status err = unavailable("down");
   EXPECT_FALSE(err.ok());
-  EXPECT_FALSE(static_cast<bool>(err));
+  EXPECT_EQ(unimplemented("no outbox").to_string(), "UNIMPLEMENTED: no outbox");
   EXPECT_EQ(err.to_string(), "UNAVAILABLE: down");
   EXPECT_EQ(ok_status().to_string(), "OK");
 }
@@ -28,6 +29,18 @@ TEST(StatusOr, ValueOrGivesTheValueOrTheFallback) {
   EXPECT_EQ(StatusOr<int>(internal_error("x")).value_or(1), 1);
   EXPECT_TRUE(good.status().ok());
   EXPECT_EQ(bad.status().code(), StatusCode::kNotFound);
+}
+
+// ok() is the one question: neither converts to bool, so a StatusOr<bool> cannot be
+// read as its value by mistake.
+static_assert(!std::is_constructible_v<bool, Status>);
+static_assert(!std::is_constructible_v<bool, StatusOr<bool>>);
+static_assert(std::is_same_v<decltype(std::declval<const StatusOr<int>&>().status()), const Status&>);
+
+TEST(StatusOr, AnOkStatusWithoutAValueIsInternal) {
+  StatusOr<int> r = ok_status();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInternal);
 }
 
 TEST(StatusOr, ValueOfAMoveOnlyTypeMovesOut) {
