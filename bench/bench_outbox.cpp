@@ -146,7 +146,7 @@ RunResult run(const std::string& path, const std::vector<Msg>& ids, bool outbox,
   }
   if (outbox) {
     OutboxQuery q;
-    if (!o.store->outbox_pending(q).value().empty()) {
+    if (!o.store->outbox()->outbox_pending(q).value().empty()) {
       std::fprintf(stderr, "idem_bench_outbox: outgoing messages left unsent\n");
       std::exit(2);
     }

@@ -111,7 +111,7 @@ Decision Pipeline::buffer_early(const MessageView& m, std::optional<std::uint64_
     return Decision::ack(Reason::kBuffered);  // a placeholder: the batch decides once the put answers
   }
   BufferPut put{*m.key, *m.version, *m.id, message, last_, o_.ordering.limits};
-  Status s = timed_store([&] { return impl_.store->buffer_put(put); });
+  Status s = timed_store([&] { return impl_.store->entities()->buffer_put(put); });
   Decision d = after_buffer_put(m, fp, s, expected);
   if (s.ok()) {
     // The predecessor may have been committed (by another consumer) after our claim
@@ -162,13 +162,13 @@ std::size_t Pipeline::drain(std::string_view key, HandlerThunk h) {
     // this one read is all a drain costs. It must be read after every strict commit,
     // even by a consumer that buffered nothing: another consumer may have buffered the
     // successor after this one's claim read the entity.
-    auto entries = timed_store([&] { return impl_.store->buffer_read(owned_key, 1); });
+    auto entries = timed_store([&] { return impl_.store->entities()->buffer_read(owned_key, 1); });
     if (!entries.ok() || entries->empty()) return drained;
-    auto e = timed_store([&] { return impl_.store->read_entity(owned_key); });
+    auto e = timed_store([&] { return impl_.store->entities()->read_entity(owned_key); });
     if (!e.ok()) return drained;
     const BufferEntry& next = entries->front();
     if (next.version <= e->version) {  // its version was applied by another message
-      (void)timed_store([&] { return impl_.store->buffer_remove(owned_key, next.version); });
+      (void)timed_store([&] { return impl_.store->entities()->buffer_remove(owned_key, next.version); });
       report(next, stale_entry(next.version, e->version), nullptr);
       ++drained;
       continue;
@@ -187,18 +187,18 @@ bool Pipeline::run_buffered(const BufferEntry& e, HandlerThunk h) {
   auto claim = timed_store([&] { return impl_.store->claim(req); });
   if (!claim.ok()) return false;
   if (claim->status == ClaimStatus::kCompleted) {
-    auto ent = timed_store([&] { return impl_.store->read_entity(e.key); });
+    auto ent = timed_store([&] { return impl_.store->entities()->read_entity(e.key); });
     if (!ent.ok()) return false;
     if (ent->version >= e.version) {
       // Applied by another consumer (a redelivery of it) since this drain looked.
-      (void)timed_store([&] { return impl_.store->buffer_remove(e.key, e.version); });
+      (void)timed_store([&] { return impl_.store->entities()->buffer_remove(e.key, e.version); });
       return true;
     }
     if (ent->version + 1 != e.version) return false;
     // Done before without moving the version (e.g. dead-lettered by a gap policy that
     // stopped before removing the entry): it only uses up its version.
     EntityWrite w{e.key, ent->revision, e.version, std::nullopt, e.version};
-    if (!timed_store([&] { return impl_.store->write_entity(w); }).ok()) return false;
+    if (!timed_store([&] { return impl_.store->entities()->write_entity(w); }).ok()) return false;
     report(e, Decision::ack(Reason::kDuplicate), nullptr);
     return true;
   }
@@ -302,7 +302,7 @@ std::size_t Pipeline::run_buffer_timers(HandlerThunk h) {
   if (o_.ordering.mode != Ordering::kStrict) return 0;
   constexpr std::size_t kKeysPerTick = 256;
   auto summary =
-      timed_store([&] { return impl_.store->buffer_summary(std::max(kKeysPerTick, o_.ordering.gap_report_keys)); });
+      timed_store([&] { return impl_.store->entities()->buffer_summary(std::max(kKeysPerTick, o_.ordering.gap_report_keys)); });
   if (!summary.ok()) {
     log_warn(impl_.log, "idem: reading the reorder buffer failed: {}", summary.status().to_string());
     return 0;
@@ -313,7 +313,7 @@ std::size_t Pipeline::run_buffer_timers(HandlerThunk h) {
     if (read_clock() - k.oldest_at >= o_.ordering.gap_timeout) moved += apply_gap_policy(k, h);
   }
   // Refresh the gauges after the work above.
-  auto after = impl_.store->buffer_summary(o_.ordering.gap_report_keys);
+  auto after = impl_.store->entities()->buffer_summary(o_.ordering.gap_report_keys);
   if (after.ok()) {
     std::vector<GapAge> ages;
     const TimePoint now = read_clock();
@@ -325,8 +325,8 @@ std::size_t Pipeline::run_buffer_timers(HandlerThunk h) {
 }
 
 std::size_t Pipeline::apply_gap_policy(const BufferedKey& k, HandlerThunk h) {
-  auto ent = timed_store([&] { return impl_.store->read_entity(k.key); });
-  auto entries = timed_store([&] { return impl_.store->buffer_read(k.key, o_.ordering.limits.per_key); });
+  auto ent = timed_store([&] { return impl_.store->entities()->read_entity(k.key); });
+  auto entries = timed_store([&] { return impl_.store->entities()->buffer_read(k.key, o_.ordering.limits.per_key); });
   if (!ent.ok() || !entries.ok() || entries->empty()) return 0;
   const std::uint64_t lowest = entries->front().version;
   if (lowest == ent->version + 1) return 0;  // no gap (any more)
@@ -336,7 +336,7 @@ std::size_t Pipeline::apply_gap_policy(const BufferedKey& k, HandlerThunk h) {
     case GapPolicy::kSkip: {
       const std::uint64_t from = ent->version + 1;
       EntityWrite w{k.key, ent->revision, lowest - 1, std::nullopt, std::nullopt};
-      if (!timed_store([&] { return impl_.store->write_entity(w); }).ok()) return 0;
+      if (!timed_store([&] { return impl_.store->entities()->write_entity(w); }).ok()) return 0;
       metrics_.count_skipped(lowest - from);
       log_warn(impl_.log, "idem: gap timeout on key {}: skipped versions {}..{} after {} ms", printable(k.key), from,
                lowest - 1, o_.ordering.gap_timeout.count());
@@ -356,7 +356,7 @@ std::size_t Pipeline::apply_gap_policy(const BufferedKey& k, HandlerThunk h) {
           });
           if (!s.ok()) break;
         }
-        (void)timed_store([&] { return impl_.store->buffer_remove(e.key, e.version); });
+        (void)timed_store([&] { return impl_.store->entities()->buffer_remove(e.key, e.version); });
         Decision d = Decision::dead_letter(Reason::kGapTimeout, "version " + std::to_string(ent->version + 1) +
                                                                     " did not arrive within ordering.gap_timeout");
         report(e, d, nullptr);

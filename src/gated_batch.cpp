@@ -155,7 +155,7 @@ EntityRecord* GatedBatch::projection(std::size_t i, const ClaimResult& claim) {
   if (!ks.projected && !ks.stale) ks.projected = claim.entity;
   if (!ks.projected) {
     const std::string_view key = *ms_[i].key;
-    auto e = p_.timed_store([&] { return store_.read_entity(key); });
+    auto e = p_.timed_store([&] { return store_.entities()->read_entity(key); });
     if (!e.ok()) {
       (void)store_.release(p_.release_req(key, *ms_[i].id, false));
       out_[i] = p_.store_failure(e.status());
@@ -200,7 +200,7 @@ void GatedBatch::put_deferred() {
     const MessageView& m = ms_[d.index];
     puts.push_back({*m.key, *m.version, *m.id, d.message, d.at, o_.ordering.limits});
   }
-  const auto answers = p_.timed_store([&] { return store_.buffer_put_batch(puts); });
+  const auto answers = p_.timed_store([&] { return store_.entities()->buffer_put_batch(puts); });
   for (std::size_t k = 0; k < deferred_.size(); ++k) {
     const std::size_t i = deferred_[k].index;
     out_[i] = p_.after_buffer_put(ms_[i], fps_[i], answers[k], deferred_[k].expected);
@@ -216,7 +216,7 @@ void GatedBatch::absorb_after_pending() {
             [&](std::uint32_t a, std::uint32_t b) { return key_names_[a] < key_names_[b]; });
   for (std::uint32_t k : advanced) {
     if (!keys_[k].projected) continue;
-    auto next = p_.timed_store([&] { return store_.buffer_read(key_names_[k], kAbsorbAhead); });
+    auto next = p_.timed_store([&] { return store_.entities()->buffer_read(key_names_[k], kAbsorbAhead); });
     if (next.ok()) absorb(k, *keys_[k].projected, *next);  // drain() runs what it leaves
   }
 }
@@ -424,7 +424,7 @@ void GatedBatch::single(std::size_t i, const ClaimResult& claim, TimePoint t, bo
     lease_until = t + o_.lease;
   }
   p_.started(m, t, handler_start_[i]);
-  auto e = p_.timed_store([&] { return store_.read_entity(key); });
+  auto e = p_.timed_store([&] { return store_.entities()->read_entity(key); });
   if (!e.ok()) {
     (void)store_.release(p_.release_req(key, *m.id, false));
     out_[i] = p_.store_failure(e.status());
@@ -449,7 +449,7 @@ GatedBatch::Turn GatedBatch::out_of_turn(std::size_t i, const ClaimResult& claim
   if (v == expected) return Turn::kSingle;
   if (v > expected) {
     const std::size_t want = chains_ ? kAbsorbAhead : 1;
-    auto next = p_.timed_store([&] { return store_.buffer_read(*m.key, want); });
+    auto next = p_.timed_store([&] { return store_.entities()->buffer_read(*m.key, want); });
     if (!next.ok()) return Turn::kSingle;
     // Entries below `expected` are stale, or removed by this batch's pending commits.
     const auto live =

@@ -123,7 +123,7 @@ Status Dispatcher::flush_marks(TimePoint now) {
     if (to_mark_.empty()) return ok_status();
     marks.swap(to_mark_);
   }
-  Status m = store_.outbox_mark_sent(marks, now, ttl_);
+  Status m = store_.outbox()->outbox_mark_sent(marks, now, ttl_);
   if (!m.ok())
     log_warn(log_, "idem: outbox: marking {} sent messages failed (they will be sent again): {}", marks.size(),
              m.to_string());
@@ -134,7 +134,7 @@ StatusOr<std::vector<OutboxEntry>> Dispatcher::pending_of(std::string_view incom
   OutboxQuery q;
   q.incoming_id = incoming_id;
   q.max = static_cast<std::size_t>(UINT32_MAX);
-  return store_.outbox_pending(q);
+  return store_.outbox()->outbox_pending(q);
 }
 
 Status Dispatcher::send_pending_of(std::string_view incoming_id, TimePoint now) {
@@ -154,7 +154,7 @@ std::size_t Dispatcher::resend(TimePoint up_to, TimePoint now) {
     OutboxQuery q;
     q.created_up_to = up_to;
     q.max = o_.dispatch_batch;
-    auto pending = store_.outbox_pending(q);
+    auto pending = store_.outbox()->outbox_pending(q);
     if (!pending.ok()) {
       log_warn(log_, "idem: outbox: reading unsent messages failed: {}", pending.status().to_string());
       return total;

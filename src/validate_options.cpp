@@ -31,7 +31,7 @@ Status validate_ordering(const ConsumerOptions& o, const ExtractorSet& x) {
                             " requires guarantee effectively_once or manual (entity state changes only in the "
                             "dedup commit), not " +
                             std::string(guarantee_name(o.guarantee)));
-  if (!o.store->capabilities().entities)
+  if (o.store->entities() == nullptr)
     return invalid_argument(what +
                             " needs a store that keeps entity records (memory:, sqlite:, rocksdb:, redis://, "
                             "bloom+<durable>:); this store does not");
@@ -68,7 +68,7 @@ Status validate_outbox(const ConsumerOptions& o) {
     return invalid_argument(
         "ConsumerOptions::outbox needs transactional = true: outgoing messages are written in the "
         "handler's transaction, with the dedup record");
-  if (!o.store->capabilities().outbox)
+  if (o.store->outbox() == nullptr)
     return invalid_argument(
         "ConsumerOptions::outbox needs a store that keeps an outbox (sqlite:, rocksdb:, postgres://); "
         "this store does not");

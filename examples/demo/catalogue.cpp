@@ -139,7 +139,7 @@ bool catalogue(const std::string& db_path, const std::shared_ptr<idem::ManualClo
   audit.check(decided["e1-replay"].reason == idem::Reason::kStale, "the replayed old version was dropped as stale");
   audit.check(dead_letters == std::vector<std::string>{"e5"},
               "only e5 was dead-lettered (online is never valid after delete)");
-  auto p1_record = consumer->options().store->read_entity("p1");
+  auto p1_record = consumer->options().store->entities()->read_entity("p1");
   audit.check(p1_record.ok() && p1_record->version == 3 && p1_record->state == "online",
               "the store says p1 is at version 3, online");
   return audit.print("audit of the catalogue:");

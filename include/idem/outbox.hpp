@@ -4,10 +4,10 @@
 // commit by the consumer's dispatcher, through the Publisher that
 // OutboxOptions::publishers opens for the destination.
 //
-// The store side is five things a backend implements (capabilities().outbox):
+// The store side is five things a backend implements (Store::outbox() non-null):
 //   1. every commit form writes CommitRequest::outbox with the record, atomically;
-//   2. Store::outbox_pending lists unsent entries (all, or one incoming id's);
-//   3. Store::outbox_mark_sent marks entries sent, expiring at now + ttl (or removes
+//   2. OutboxStore::outbox_pending lists unsent entries (all, or one incoming id's);
+//   3. OutboxStore::outbox_mark_sent marks entries sent, expiring at now + ttl (or removes
 //      them at once);
 //   4. Store::purge_expired also removes sent entries past their expiry (or the
 //      backend expires them by itself, as it does its records);
@@ -76,7 +76,7 @@ using PublisherFactory = std::function<StatusOr<std::unique_ptr<Publisher>>(cons
 struct OutboxOptions {
   // Null (default): no outbox; HandlerContext::publish answers kFailedPrecondition.
   // Set: requires ConsumerOptions::transactional and a store with
-  // capabilities().outbox (Consumer::create answers kInvalidArgument otherwise).
+  // an outbox, Store::outbox() (Consumer::create answers kInvalidArgument otherwise).
   PublisherFactory publishers;
   // Messages per Publisher::publish call (and per "sent" update) at most; default 256.
   // REQUIRES: > 0.

@@ -23,7 +23,9 @@
 
 namespace idem {
 
-// What a backend can promise. The consumer checks these against its options.
+// What a backend promises about its semantics. The consumer checks these against its
+// options. What a store keeps beside the dedup records is not a flag: see
+// Store::entities(), outbox() and admin().
 struct StoreCapabilities {
   bool durable = false;        // committed records survive a process crash
   bool shared = false;         // several processes may use the same store at once
@@ -40,9 +42,6 @@ struct StoreCapabilities {
   // probabilistic stores: the configured rate of "completed" answers for ids never
   // committed (each is a new message dropped as a duplicate); 0 otherwise.
   double false_positive_rate = 0.0;
-  // Keeps entity records and the reorder buffer (entity.hpp): required by ordering
-  // modes other than watermark and by state machines.
-  bool entities = false;
   // commit_batch stops each key's chain of entity writes at its first failure: once a
   // request of the batch carrying an entity write of key K has failed, every later
   // request of the batch with an entity write of K fails with kAborted and writes
@@ -54,9 +53,6 @@ struct StoreCapabilities {
   // store_latency stays empty for it (two clock reads and two histogram updates per
   // message fewer).
   bool in_process = false;
-  // Keeps the transactional outbox (outbox.hpp): commits write CommitRequest::outbox,
-  // and outbox_pending / outbox_mark_sent work. Required by ConsumerOptions::outbox.
-  bool outbox = false;
 };
 
 enum class ClaimStatus {
@@ -91,7 +87,7 @@ struct ClaimResult {
   std::string owner;                  // kInProgress: the lease holder
   Duration lease_left{0};             // kInProgress: time until the lease expires
   EntityRecord entity;                // kNew with ClaimRequest::entity_key: its record
-  // kCompleted with ClaimRequest::check_outbox, on a store with capabilities().outbox:
+  // kCompleted with ClaimRequest::check_outbox, on a store with an outbox():
   // true iff the id's commit wrote outbox entries (CommitRequest::outbox) that are
   // still unsent, read in the same step as the claim; the consumer then dispatches
   // them (outbox_pending of the id), and reads nothing more for a duplicate when it is
@@ -120,7 +116,7 @@ enum class Outcome {
 // On success the record is done until now + ttl and its retry count is cleared.
 // With `entity` set, the entity write (entity.hpp) is part of the same atomic step:
 // if its revision check fails, nothing is written and commit returns kAborted.
-// REQUIRES: capabilities().entities when `entity` is set (the consumer refuses to
+// REQUIRES: Store::entities() when `entity` is set (the consumer refuses to
 // build ordering or a state machine over a store without them).
 struct CommitRequest {
   std::string_view id;
@@ -135,7 +131,7 @@ struct CommitRequest {
   // set, REQUIRES: equal to entity->key.
   std::optional<std::string_view> entity_key;
   // Outgoing messages written, unsent, in the same atomic step as the record (a
-  // failed commit writes none of them). REQUIRES: capabilities().outbox when
+  // failed commit writes none of them). REQUIRES: Store::outbox() when
   // non-empty (the consumer never sends them to another store); each entry has
   // incoming_id == id, a non-empty destination and a distinct position
   // (kInvalidArgument otherwise, writing nothing). Must outlive the call.
@@ -226,6 +222,70 @@ class BatchTransaction {
 // process had died there. Null in production.
 using FaultHook = std::function<Status(std::string_view point)>;
 
+// Entity records and the durable reorder buffer of a store (Store::entities()).
+// Thread-safe as the store is.
+class EntityStore {
+ public:
+  virtual ~EntityStore() = default;
+
+  // Returns the record of key (revision 0 if it has none).
+  virtual StatusOr<EntityRecord> read_entity(std::string_view key) = 0;
+  // Applies `write` alone (no dedup record). Returns kAborted if the revision moved.
+  virtual Status write_entity(const EntityWrite& write) = 0;
+  // Stores an entry durably. Idempotent: OK if (key, version) already holds the same
+  // id. Returns kFailedPrecondition if it holds another id, kResourceExhausted
+  // (naming the limit) if the entry would exceed put.limits; nothing is stored then.
+  virtual Status buffer_put(const BufferPut& put) = 0;
+  // The same answers as one buffer_put per element, in order (a later put sees the
+  // earlier ones: their limits, their versions), in as few transactions as the store
+  // allows. Default: the loop.
+  virtual std::vector<Status> buffer_put_batch(std::span<const BufferPut> puts);
+  // Returns up to max entries of key, by ascending version.
+  virtual StatusOr<std::vector<BufferEntry>> buffer_read(std::string_view key, std::size_t max) = 0;
+  // Removes the entry (key, version); OK if absent.
+  virtual Status buffer_remove(std::string_view key, std::uint64_t version) = 0;
+  // Returns the totals and up to max_keys keys with entries, oldest first.
+  virtual StatusOr<BufferSummary> buffer_summary(std::size_t max_keys) = 0;
+};
+
+// The transactional outbox of a store (Store::outbox(); outbox.hpp). Thread-safe as
+// the store is.
+class OutboxStore {
+ public:
+  virtual ~OutboxStore() = default;
+
+  // Returns up to q.max unsent entries that q selects: one incoming id's by ascending
+  // position, or every incoming id's (an incoming id's entries in position order).
+  virtual StatusOr<std::vector<OutboxEntry>> outbox_pending(const OutboxQuery& q) = 0;
+  // Marks the entries (by incoming_id, position) sent: outbox_pending no longer returns
+  // them, nor does a claim count them in ClaimResult::outbox_unsent. A store either
+  // keeps them until now + ttl (then purge_expired, or the backend's own expiry,
+  // removes them) or removes them at once (nothing reads a sent entry). Entries
+  // already sent or absent are skipped. One atomic step. REQUIRES: ttl > 0.
+  virtual Status outbox_mark_sent(std::span<const OutboxEntry> sent, TimePoint now, Duration ttl) = 0;
+};
+
+// The operator calls of a store (Store::admin(); `idem inspect`, `idem purge`,
+// docs/design.md §8). None is for a hot path.
+class StoreAdmin {
+ public:
+  virtual ~StoreAdmin() = default;
+
+  // Counts every record of the store by its state at `now`. Reads the whole store.
+  virtual StatusOr<RecordCounts> count_records(TimePoint now) = 0;
+  // Removes the record of id whatever its state, a held lease included (the holder's
+  // commit then succeeds as for an id never claimed). Returns true iff id had a live
+  // record at `now` (the one inspect(id, now) returns); an expired record is removed
+  // too. REQUIRES: id non-empty.
+  virtual StatusOr<bool> remove_record(std::string_view id, TimePoint now) = 0;
+  // Removes key's entity record and every buffered entry of key, in one step. The key
+  // starts over at revision 0: a writer holding an older revision gets kAborted, and
+  // the key's next message is ordered as if it were the key's first. Returns true iff
+  // the key had a record or buffered entries. REQUIRES: key non-empty; the store has
+  // entities() (every store with an admin() has).
+  virtual StatusOr<bool> remove_entity(std::string_view key) = 0;
+};
+
 class Store {
  public:
   virtual ~Store() = default;
@@ -267,63 +327,23 @@ class Store {
   // rollback() belongs to it; other threads' calls wait. Default: kUnimplemented.
   virtual StatusOr<std::unique_ptr<BatchTransaction>> begin_batch(TimePoint now);
 
-  // --- entity records and the reorder buffer (capabilities().entities) ------------
-  // Stores without them return kUnimplemented from each (the defaults).
-
-  // Returns the record of key (revision 0 if it has none).
-  virtual StatusOr<EntityRecord> read_entity(std::string_view key);
-  // Applies `write` alone (no dedup record). Returns kAborted if the revision moved.
-  virtual Status write_entity(const EntityWrite& write);
-  // Stores an entry durably. Idempotent: OK if (key, version) already holds the same
-  // id. Returns kFailedPrecondition if it holds another id, kResourceExhausted
-  // (naming the limit) if the entry would exceed put.limits; nothing is stored then.
-  virtual Status buffer_put(const BufferPut& put);
-  // The same answers as one buffer_put per element, in order (a later put sees the
-  // earlier ones: their limits, their versions), in as few transactions as the store
-  // allows. Default: the loop.
-  virtual std::vector<Status> buffer_put_batch(std::span<const BufferPut> puts);
-  // Returns up to max entries of key, by ascending version.
-  virtual StatusOr<std::vector<BufferEntry>> buffer_read(std::string_view key, std::size_t max);
-  // Removes the entry (key, version); OK if absent.
-  virtual Status buffer_remove(std::string_view key, std::uint64_t version);
-  // Returns the totals and up to max_keys keys with entries, oldest first.
-  virtual StatusOr<BufferSummary> buffer_summary(std::size_t max_keys);
-
-  // --- the transactional outbox (capabilities().outbox; outbox.hpp) ---------------
-  // Stores without one return kUnimplemented from each (the defaults).
-
-  // Returns up to q.max unsent entries that q selects: one incoming id's by ascending
-  // position, or every incoming id's (an incoming id's entries in position order).
-  virtual StatusOr<std::vector<OutboxEntry>> outbox_pending(const OutboxQuery& q);
-  // Marks the entries (by incoming_id, position) sent: outbox_pending no longer returns
-  // them, nor does a claim count them in ClaimResult::outbox_unsent. A store either
-  // keeps them until now + ttl (then purge_expired, or the backend's own expiry,
-  // removes them) or removes them at once (nothing reads a sent entry). Entries
-  // already sent or absent are skipped. One atomic step. REQUIRES: ttl > 0.
-  virtual Status outbox_mark_sent(std::span<const OutboxEntry> sent, TimePoint now, Duration ttl);
-
-  // Removes up to max_records expired records (and, with capabilities().outbox, sent
-  // outbox entries past their expiry). Returns how many were removed.
+  // Removes up to max_records expired records (and, with an outbox, sent outbox
+  // entries past their expiry). Returns how many were removed.
   // Backends with native TTL return 0. Bounded work: safe to call from a hot loop.
   virtual StatusOr<std::size_t> purge_expired(TimePoint now, std::size_t max_records) = 0;
 
-  // --- operator tools (`idem inspect`, `idem purge`; docs/design.md §8) ------------
-  // Optional: stores that cannot offer one return kUnimplemented whose message
-  // says "not supported by this store" (the defaults). None is for a hot path.
+  // --- what some stores keep beside the dedup records ------------------------------
+  // Each is an interface of its own, reached from the store; null when the store
+  // keeps none. A pointer stays valid as long as the store.
 
-  // Counts every record of the store by its state at `now`. Reads the whole store.
-  virtual StatusOr<RecordCounts> count_records(TimePoint now);
-  // Removes the record of id whatever its state, a held lease included (the holder's
-  // commit then succeeds as for an id never claimed). Returns true iff id had a live
-  // record at `now` (the one inspect(id, now) returns); an expired record is removed
-  // too. REQUIRES: id non-empty.
-  virtual StatusOr<bool> remove_record(std::string_view id, TimePoint now);
-  // Removes key's entity record and every buffered entry of key, in one step. The key
-  // starts over at revision 0: a writer holding an older revision gets kAborted, and
-  // the key's next message is ordered as if it were the key's first. Returns true iff
-  // the key had a record or buffered entries. REQUIRES: key non-empty,
-  // capabilities().entities.
-  virtual StatusOr<bool> remove_entity(std::string_view key);
+  // Entity records and the reorder buffer (entity.hpp): required by ordering modes
+  // other than watermark and by state machines. Default: null.
+  virtual EntityStore* entities() { return nullptr; }
+  // The transactional outbox (outbox.hpp): commits write CommitRequest::outbox.
+  // Required by ConsumerOptions::outbox. Default: null.
+  virtual OutboxStore* outbox() { return nullptr; }
+  // The operator calls of `idem inspect` and `idem purge`. Default: null.
+  virtual StoreAdmin* admin() { return nullptr; }
 };
 
 }  // namespace idem

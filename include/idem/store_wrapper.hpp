@@ -35,11 +35,11 @@ namespace idem {
 // single forms. The same holds for claim and claim_batch, and for buffer_put and
 // buffer_put_batch.
 //
-// A wrapper that changes what a store promises (e.g. it drops entity support) also
-// overrides capabilities().
+// A wrapper that changes what a store promises overrides capabilities(); one that
+// drops what the target keeps (e.g. its entities) overrides entities() to return null.
 //
 // Thread-safety: as the target's; the wrapper adds no state of its own.
-class StoreWrapper : public Store {
+class StoreWrapper : public Store, public EntityStore, public OutboxStore, public StoreAdmin {
  public:
   // REQUIRES: target is not null.
   explicit StoreWrapper(std::shared_ptr<Store> target) : target_(std::move(target)) {}
@@ -67,29 +67,43 @@ class StoreWrapper : public Store {
   StatusOr<std::unique_ptr<StoreTransaction>> begin(TimePoint now) override { return target_->begin(now); }
   StatusOr<std::unique_ptr<BatchTransaction>> begin_batch(TimePoint now) override { return target_->begin_batch(now); }
 
-  StatusOr<EntityRecord> read_entity(std::string_view key) override { return target_->read_entity(key); }
-  Status write_entity(const EntityWrite& write) override { return target_->write_entity(write); }
-  Status buffer_put(const BufferPut& put) override { return target_->buffer_put(put); }
-  std::vector<Status> buffer_put_batch(std::span<const BufferPut> puts) override {
-    return target_->buffer_put_batch(puts);
-  }
-  StatusOr<std::vector<BufferEntry>> buffer_read(std::string_view key, std::size_t max) override {
-    return target_->buffer_read(key, max);
-  }
-  Status buffer_remove(std::string_view key, std::uint64_t version) override {
-    return target_->buffer_remove(key, version);
-  }
-  StatusOr<BufferSummary> buffer_summary(std::size_t max_keys) override { return target_->buffer_summary(max_keys); }
-
-  StatusOr<std::vector<OutboxEntry>> outbox_pending(const OutboxQuery& q) override {
-    return target_->outbox_pending(q);
-  }
-  Status outbox_mark_sent(std::span<const OutboxEntry> sent, TimePoint now, Duration ttl) override {
-    return target_->outbox_mark_sent(sent, now, ttl);
-  }
   StatusOr<std::size_t> purge_expired(TimePoint now, std::size_t max_records) override {
     return target_->purge_expired(now, max_records);
   }
+
+  // The wrapper is itself each facet the target has, forwarding to the target's: a
+  // wrapper overrides a facet's call as it overrides a Store call. One that drops a
+  // facet overrides its accessor to return null.
+  EntityStore* entities() override { return target_->entities() != nullptr ? this : nullptr; }
+  OutboxStore* outbox() override { return target_->outbox() != nullptr ? this : nullptr; }
+  StoreAdmin* admin() override { return target_->admin() != nullptr ? this : nullptr; }
+
+  StatusOr<EntityRecord> read_entity(std::string_view key) override { return target_->entities()->read_entity(key); }
+  Status write_entity(const EntityWrite& write) override { return target_->entities()->write_entity(write); }
+  Status buffer_put(const BufferPut& put) override { return target_->entities()->buffer_put(put); }
+  std::vector<Status> buffer_put_batch(std::span<const BufferPut> puts) override {
+    return target_->entities()->buffer_put_batch(puts);
+  }
+  StatusOr<std::vector<BufferEntry>> buffer_read(std::string_view key, std::size_t max) override {
+    return target_->entities()->buffer_read(key, max);
+  }
+  Status buffer_remove(std::string_view key, std::uint64_t version) override {
+    return target_->entities()->buffer_remove(key, version);
+  }
+  StatusOr<BufferSummary> buffer_summary(std::size_t max_keys) override {
+    return target_->entities()->buffer_summary(max_keys);
+  }
+  StatusOr<std::vector<OutboxEntry>> outbox_pending(const OutboxQuery& q) override {
+    return target_->outbox()->outbox_pending(q);
+  }
+  Status outbox_mark_sent(std::span<const OutboxEntry> sent, TimePoint now, Duration ttl) override {
+    return target_->outbox()->outbox_mark_sent(sent, now, ttl);
+  }
+  StatusOr<RecordCounts> count_records(TimePoint now) override { return target_->admin()->count_records(now); }
+  StatusOr<bool> remove_record(std::string_view id, TimePoint now) override {
+    return target_->admin()->remove_record(id, now);
+  }
+  StatusOr<bool> remove_entity(std::string_view key) override { return target_->admin()->remove_entity(key); }
 
  private:
   std::shared_ptr<Store> target_;

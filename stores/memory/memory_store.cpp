@@ -280,7 +280,7 @@ class Shard {
   std::vector<std::string> owners_{std::string()};
 };
 
-class MemoryStore final : public Store {
+class MemoryStore final : public Store, public EntityStore, public StoreAdmin {
  public:
   explicit MemoryStore(const memory::Options& o) : entities_(o.shards) {
     const std::size_t per = (o.max_records + o.shards - 1) / o.shards;
@@ -290,11 +290,12 @@ class MemoryStore final : public Store {
 
   StoreCapabilities capabilities() const override {
     StoreCapabilities c;
-    c.entities = true;
     c.entity_chains = true;  // the default commit_batch
     c.in_process = true;
     return c;
   }
+  EntityStore* entities() override { return this; }
+  StoreAdmin* admin() override { return this; }
 
   StatusOr<ClaimResult> claim(const ClaimRequest& q) override {
     StatusOr<ClaimResult> r{ClaimResult{}};

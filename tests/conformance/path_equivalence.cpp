@@ -439,7 +439,7 @@ class PathRun {
       }
       out_.records[m.id] = o.str();
       if (gated(mode_)) {
-        auto e = base_->read_entity(m.key);
+        auto e = base_->entities()->read_entity(m.key);
         out_.entities[m.key] = e.ok() ? "version " + std::to_string(e->version) + " state " + e->state +
                                             " revision " + std::to_string(e->revision)
                                       : e.status().to_string();

@@ -72,9 +72,8 @@ struct FactoryCapabilities {
   // commit_then_claim tests then assert that its answers and records are exactly those
   // of commit() and claim() made one after the other.
   bool combined_commit_claim = false;
-  // The store keeps entity records and the reorder buffer (entity.hpp) and says so in
-  // capabilities().entities. When false, every entity method must return
-  // kFailedPrecondition, and the entity tests assert exactly that instead.
+  // The store keeps entity records and the reorder buffer (entity.hpp): entities() is
+  // not null. When false, the entity tests assert that it is null instead.
   bool entities = false;
 };
 

@@ -89,7 +89,7 @@ TEST_P(GatedBatch, InOrderBatchIsOneBatchClaimAndOneBatchCommit) {
   EXPECT_EQ(hooked->counts.commit, 0);
   for (const auto& [key, versions] : per_key(j)) EXPECT_EQ(versions, one_to(4)) << key;
   for (int k = 0; k < 3; ++k) {
-    auto e = hooked->read_entity("k" + std::to_string(k));
+    auto e = hooked->entities()->read_entity("k" + std::to_string(k));
     ASSERT_TRUE(e.ok());
     EXPECT_EQ(e->version, 4u);
     EXPECT_EQ(e->revision, 4u);
@@ -170,7 +170,7 @@ TEST_P(GatedBatch, EarlyVersionsWithinABatchRunInOrderWithoutTheBuffer) {
   EXPECT_EQ(ds[3].reason, Reason::kProcessed) << ::testing::PrintToString(ds[3]);
   EXPECT_EQ(ds[4].reason, Reason::kBuffered) << ::testing::PrintToString(ds[4]);
   EXPECT_EQ(per_key(j)["a"], one_to(3));
-  auto summary = store->buffer_summary(10);
+  auto summary = store->entities()->buffer_summary(10);
   ASSERT_TRUE(summary.ok());
   EXPECT_EQ(summary->count, 2u) << "b2 and a5 wait; a3 never entered the buffer";
   EXPECT_TRUE(j.outcomes().empty());
@@ -200,7 +200,7 @@ TEST_P(GatedBatch, EarlyVersionsBehindPendingWrites) {
   EXPECT_EQ(ds[1].reason, Reason::kProcessed) << ::testing::PrintToString(ds[1]);
   EXPECT_EQ(j.versions(), one_to(6));
   ASSERT_EQ(j.outcomes().size(), 2u);
-  EXPECT_EQ(hooked->read_entity("a").value().version, 6u);
+  EXPECT_EQ(hooked->entities()->read_entity("a").value().version, 6u);
 }
 
 // A batch's early versions go into the buffer with one buffer_put_batch; each gets the
@@ -222,7 +222,7 @@ TEST_P(GatedBatch, EarlyVersionsArePutTogether) {
   EXPECT_EQ(hooked->counts.buffer_put_batch, 1);
   EXPECT_EQ(hooked->counts.commit_batch, 1);
   EXPECT_EQ(hooked->counts.commit, 0);
-  EXPECT_EQ(hooked->buffer_summary(10).value().count, 3u) << "a3, a5, b2";
+  EXPECT_EQ(hooked->entities()->buffer_summary(10).value().count, 3u) << "a3, a5, b2";
 
   hooked->counts = {};
   ds = c.process_batch(
@@ -233,7 +233,7 @@ TEST_P(GatedBatch, EarlyVersionsArePutTogether) {
   EXPECT_EQ(hooked->counts.commit, 0);
   ASSERT_EQ(j.outcomes().size(), 2u);
   for (const BufferedOutcome& o : j.outcomes()) EXPECT_EQ(o.decision.reason, Reason::kProcessed) << o.id;
-  EXPECT_EQ(hooked->buffer_summary(10).value().count, 1u) << "b2 waits for b1";
+  EXPECT_EQ(hooked->entities()->buffer_summary(10).value().count, 1u) << "b2 waits for b1";
 }
 
 // Buffered successors that a batch's writes make next run inside that batch: their
@@ -257,11 +257,11 @@ TEST_P(GatedBatch, BufferedSuccessorsRunInsideTheBatch) {
   EXPECT_EQ(hooked->counts.claim, 0);
   ASSERT_EQ(j.outcomes().size(), 2u);
   for (const BufferedOutcome& o : j.outcomes()) EXPECT_EQ(o.decision.reason, Reason::kProcessed) << o.id;
-  auto e = hooked->read_entity("a");
+  auto e = hooked->entities()->read_entity("a");
   ASSERT_TRUE(e.ok());
   EXPECT_EQ(e->version, 5u);
   EXPECT_EQ(e->revision, 5u);
-  EXPECT_EQ(hooked->buffer_summary(10).value().count, 0u);
+  EXPECT_EQ(hooked->entities()->buffer_summary(10).value().count, 0u);
 }
 
 // A buffered version delivered again and run in order in a batch: its commit removes
@@ -281,8 +281,8 @@ TEST_P(GatedBatch, ARedeliveredBufferedVersionIsUnbufferedByItsCommit) {
   EXPECT_EQ(hooked->counts.buffer_remove, 0);
   ASSERT_EQ(j.outcomes().size(), 1u);
   EXPECT_EQ(j.outcomes()[0].decision.reason, Reason::kStale);
-  EXPECT_EQ(hooked->buffer_summary(10).value().count, 0u);
-  EXPECT_EQ(hooked->read_entity("a").value().version, 3u);
+  EXPECT_EQ(hooked->entities()->buffer_summary(10).value().count, 0u);
+  EXPECT_EQ(hooked->entities()->read_entity("a").value().version, 3u);
 }
 
 // Another consumer moves k0's entity between the batch's claim and its commit: k0's
@@ -297,7 +297,7 @@ TEST_P(GatedBatch, AChainStopsAtAConcurrentWrite) {
   hooked->before_commit_batch = [&](std::span<const CommitRequest>) {
     if (fired) return;
     fired = true;
-    EXPECT_TRUE(store->write_entity({"k0", 0, 5, std::nullopt, std::nullopt}).ok());
+    EXPECT_TRUE(store->entities()->write_entity({"k0", 0, 5, std::nullopt, std::nullopt}).ok());
   };
   const std::vector<EntityMsg> msgs = {versioned("a", "k0", 6), versioned("b", "k1", 1), versioned("c", "k0", 7)};
   const auto ds = c.process_batch(msgs);
@@ -306,7 +306,7 @@ TEST_P(GatedBatch, AChainStopsAtAConcurrentWrite) {
   EXPECT_EQ(ds[0].action, Action::kRetry);
   EXPECT_EQ(ds[1].reason, Reason::kProcessed) << ::testing::PrintToString(ds[1]);
   EXPECT_EQ(ds[2].reason, Reason::kConcurrentUpdate) << ::testing::PrintToString(ds[2]);
-  auto e = store->read_entity("k0");
+  auto e = store->entities()->read_entity("k0");
   ASSERT_TRUE(e.ok());
   EXPECT_EQ(e->version, 5u);
   EXPECT_EQ(e->revision, 1u);
@@ -314,7 +314,7 @@ TEST_P(GatedBatch, AChainStopsAtAConcurrentWrite) {
   const auto again = c.process_batch(std::vector<EntityMsg>{msgs[0], msgs[2]});
   EXPECT_EQ(again[0].reason, Reason::kProcessed) << ::testing::PrintToString(again[0]);
   EXPECT_EQ(again[1].reason, Reason::kProcessed) << ::testing::PrintToString(again[1]);
-  EXPECT_EQ(store->read_entity("k0").value().version, 7u);
+  EXPECT_EQ(store->entities()->read_entity("k0").value().version, 7u);
 }
 
 // A handler failure in the middle of a key's chain: the versions before it land, the

@@ -214,11 +214,11 @@ TEST_P(OrderingConcurrency, TwoThreadsSeeEachKeysVersionsOnceInOrder) {
     std::vector<std::uint64_t> want;
     for (std::uint64_t v = 1; v <= n[k]; ++v) want.push_back(v);
     EXPECT_EQ(seen[k], want) << "key-" << k;
-    auto e = store->read_entity("key-" + std::to_string(k));
+    auto e = store->entities()->read_entity("key-" + std::to_string(k));
     ASSERT_TRUE(e.ok());
     EXPECT_EQ(e->version, n[k]) << "key-" << k;
   }
-  auto summary = store->buffer_summary(1);
+  auto summary = store->entities()->buffer_summary(1);
   ASSERT_TRUE(summary.ok());
   EXPECT_EQ(summary->count, 0u);
 }

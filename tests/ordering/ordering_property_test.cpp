@@ -525,7 +525,7 @@ class Round {
                     " was not handled last: [" + list(seen) + "]");
       }
       if (!consumer_) continue;
-      auto e = consumer_->options().store->read_entity(key);
+      auto e = consumer_->options().store->entities()->read_entity(key);
       if (!e.ok()) {
         violation("read_entity(" + key + "): " + e.status().to_string());
       } else if (e->version != n_[k]) {
@@ -541,7 +541,7 @@ class Round {
     for (const auto& id : held_)
       if (!released_.contains(id)) violation(id + " was held (buffered, memory store) but on_buffered never acked it");
     if (consumer_) {
-      auto s = consumer_->options().store->buffer_summary(4);
+      auto s = consumer_->options().store->entities()->buffer_summary(4);
       if (!s.ok()) {
         violation("buffer_summary: " + s.status().to_string());
       } else if (s->count != 0) {

@@ -85,7 +85,7 @@ TEST_P(DrainRace, CompletedEntryFoundByADrainDoesNotMoveTheVersionBack) {
   ASSERT_TRUE(fired);
   EXPECT_EQ(seen_, (std::vector<std::string>{"A:1", "B:2", "B:3"}));
 
-  auto e = store_->read_entity("order-1");
+  auto e = store_->entities()->read_entity("order-1");
   ASSERT_TRUE(e.ok());
   EXPECT_EQ(e->version, 3u) << "versions 2 and 3 were applied, but the entity says " << e->version;
 

@@ -75,7 +75,7 @@ TEST_P(TwoConsumers, SuccessorBufferedByTheOtherConsumerIsDrainedWhenThePredeces
   // No time has passed and nobody called tick(): v1's commit must have drained v2.
   EXPECT_EQ(seen_, (std::vector<std::uint64_t>{1, 2}))
       << "v2, buffered by the other consumer, was not drained when v1 committed";
-  auto e = store_->read_entity("order-1");
+  auto e = store_->entities()->read_entity("order-1");
   ASSERT_TRUE(e.ok());
   EXPECT_EQ(e->version, 2u);
 

@@ -292,7 +292,7 @@ class OutboxOn : public ::testing::TestWithParam<Backend> {
     OutboxQuery q;
     q.incoming_id = of;
     q.max = 10'000;
-    return store_->outbox_pending(q).value();
+    return store_->outbox()->outbox_pending(q).value();
   }
 
   testing::TempDir dir_{"outbox"};
@@ -308,7 +308,7 @@ class OutboxOn : public ::testing::TestWithParam<Backend> {
 
 TEST_P(OutboxOn, RecordsAreWrittenWithTheCommitListedMarkedSentAndExpire) {
   store_ = GetParam().open(dir_.str(), fault_);
-  ASSERT_TRUE(store_->capabilities().outbox);
+  ASSERT_NE(store_->outbox(), nullptr);
   const TimePoint t0 = clock_->now();
   auto entry = [&](const std::string& in, std::uint32_t pos) {
     OutboxEntry e;
@@ -346,15 +346,15 @@ TEST_P(OutboxOn, RecordsAreWrittenWithTheCommitListedMarkedSentAndExpire) {
   EXPECT_EQ(to_unix_ms(of_a[1].created_at), to_unix_ms(t0));
   OutboxQuery older;
   older.created_up_to = t0 - Duration{1};
-  EXPECT_TRUE(store_->outbox_pending(older)->empty());
+  EXPECT_TRUE(store_->outbox()->outbox_pending(older)->empty());
   OutboxQuery two;
   two.max = 2;
-  EXPECT_EQ(store_->outbox_pending(two)->size(), 2u);
+  EXPECT_EQ(store_->outbox()->outbox_pending(two)->size(), 2u);
 
-  ASSERT_TRUE(store_->outbox_mark_sent(std::span(of_a).subspan(0, 1), t0, Duration{1000}).ok());
+  ASSERT_TRUE(store_->outbox()->outbox_mark_sent(std::span(of_a).subspan(0, 1), t0, Duration{1000}).ok());
   EXPECT_EQ(pending("a").size(), 1u);
   EXPECT_EQ(pending("ab").size(), 2u);
-  ASSERT_TRUE(store_->outbox_mark_sent(of_a, t0, Duration{1000}).ok());  // again: skipped
+  ASSERT_TRUE(store_->outbox()->outbox_mark_sent(of_a, t0, Duration{1000}).ok());  // again: skipped
   EXPECT_TRUE(pending("a").empty());
   EXPECT_EQ(pending().size(), 2u);
   // Sent entries are removed at once (SQLite), go with the purge (PostgreSQL) or the

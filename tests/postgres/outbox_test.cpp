@@ -46,7 +46,7 @@ class PostgresOutbox : public ::testing::Test {
   std::vector<OutboxEntry> pending() {
     OutboxQuery q;
     q.max = 1000;
-    return store_->outbox_pending(q).value();
+    return store_->outbox()->outbox_pending(q).value();
   }
 
   static constexpr TimePoint kNow = TimePoint{} + Duration{1'000'000};
@@ -57,7 +57,7 @@ class PostgresOutbox : public ::testing::Test {
 };
 
 TEST_F(PostgresOutbox, ACommitBatchWritesTheEntriesOfTheItemsItWroteOnly) {
-  ASSERT_TRUE(store_->capabilities().outbox);
+  ASSERT_NE(store_->outbox(), nullptr);
   for (const char* id : {"a", "b", "done"}) claim(id);
   ASSERT_TRUE(store_->commit({"done", "me", std::nullopt, kNow, Duration{60'000}}).ok());
   const auto ea = entries("a", 2), eb = entries("b", 3), edone = entries("done", 1);
@@ -94,9 +94,9 @@ TEST_F(PostgresOutbox, MarkSentTakesTheWholeSpanAndThePurgeIsBounded) {
   const auto es = entries("m", 5);
   c.outbox = es;
   ASSERT_TRUE(store_->commit(c).ok());
-  ASSERT_TRUE(store_->outbox_mark_sent(es, kNow, Duration{10}).ok());
+  ASSERT_TRUE(store_->outbox()->outbox_mark_sent(es, kNow, Duration{10}).ok());
   EXPECT_TRUE(pending().empty());
-  EXPECT_EQ(store_->outbox_mark_sent(es, kNow, Duration{0}).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->outbox()->outbox_mark_sent(es, kNow, Duration{0}).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(store_->purge_expired(kNow + Duration{9}, 100).value(), 0u) << "not yet expired";
   EXPECT_EQ(store_->purge_expired(kNow + Duration{10}, 2).value(), 2u);
   EXPECT_EQ(raw_.query("SELECT count(*) FROM " + schema_ + ".idem_outbox"), "3");

@@ -72,7 +72,7 @@ class RedisClusterEntities : public ::testing::Test {
 TEST_F(RedisClusterEntities, InOrderMessagesOfAKeyCommitInItsSlot) {
   const std::string key = "order-{17}\0}"s;
   const TimePoint t0 = clock_.now();
-  ASSERT_TRUE(store_->buffer_put(put(key, 3, "m3", t0)).ok());
+  ASSERT_TRUE(store_->entities()->buffer_put(put(key, 3, "m3", t0)).ok());
   for (std::uint64_t v = 1; v <= 3; ++v) {
     const std::string id = "m" + std::to_string(v);
     auto c = store_->claim(claim(id, key, t0));
@@ -100,10 +100,10 @@ TEST_F(RedisClusterEntities, InOrderMessagesOfAKeyCommitInItsSlot) {
   EXPECT_EQ(key_slot(key_of(*store_, "m1", key)), slot);
   EXPECT_TRUE(on_its_master(key_of(*store_, "m1", key)));
   EXPECT_FALSE(on_its_master(key_of(*store_, "m1"))) << "no record at the id's own key";
-  auto b = store_->buffer_read(key, 10);
+  auto b = store_->entities()->buffer_read(key, 10);
   ASSERT_TRUE(b.ok());
   EXPECT_TRUE(b->empty());
-  auto sum = store_->buffer_summary(10);
+  auto sum = store_->entities()->buffer_summary(10);
   ASSERT_TRUE(sum.ok());
   EXPECT_EQ(sum->count, 0u);
 }
@@ -116,11 +116,11 @@ TEST_F(RedisClusterEntities, SummaryAcrossSlotsAndStaleIndexMembersDropped) {
     slots.insert(key_slot(redis::detail::entity_keys(options_.prefix, keys[i]).record));
     // Older keys later in the list: the summary must sort by oldest_at.
     const TimePoint at = t0 - std::chrono::milliseconds(static_cast<int>(i) * 10);
-    ASSERT_TRUE(store_->buffer_put(put(keys[i], 5, "x" + keys[i], at)).ok());
-    ASSERT_TRUE(store_->buffer_put(put(keys[i], 7, "y" + keys[i], t0)).ok());
+    ASSERT_TRUE(store_->entities()->buffer_put(put(keys[i], 5, "x" + keys[i], at)).ok());
+    ASSERT_TRUE(store_->entities()->buffer_put(put(keys[i], 7, "y" + keys[i], t0)).ok());
   }
   EXPECT_GT(slots.size(), 1u);
-  auto sum = store_->buffer_summary(3);
+  auto sum = store_->entities()->buffer_summary(3);
   ASSERT_TRUE(sum.ok()) << sum.status().to_string();
   EXPECT_EQ(sum->count, 12u);
   EXPECT_EQ(sum->bytes, 12u * (1 + 2 + 3));
@@ -134,10 +134,10 @@ TEST_F(RedisClusterEntities, SummaryAcrossSlotsAndStaleIndexMembersDropped) {
 
   // Empty "f" and "e": their index members go stale and are dropped by the summary.
   for (const std::string k : {"f", "e"}) {
-    ASSERT_TRUE(store_->buffer_remove(k, 5).ok());
-    ASSERT_TRUE(store_->write_entity(write(k, 0, 7, 7)).ok());
+    ASSERT_TRUE(store_->entities()->buffer_remove(k, 5).ok());
+    ASSERT_TRUE(store_->entities()->write_entity(write(k, 0, 7, 7)).ok());
   }
-  sum = store_->buffer_summary(3);
+  sum = store_->entities()->buffer_summary(3);
   ASSERT_TRUE(sum.ok());
   EXPECT_EQ(sum->count, 8u);
   ASSERT_EQ(sum->keys.size(), 3u);
@@ -156,13 +156,13 @@ TEST_F(RedisClusterEntities, TotalLimitHoldsSequentiallyAndPerKeyLimitUnderRaces
   const TimePoint t0 = clock_.now();
   BufferLimits small;
   small.total = 3;
-  for (int i = 0; i < 3; ++i) ASSERT_TRUE(store_->buffer_put(put("t" + std::to_string(i), 1, "m", t0, small)).ok());
-  Status over = store_->buffer_put(put("t9", 1, "m", t0, small));
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(store_->entities()->buffer_put(put("t" + std::to_string(i), 1, "m", t0, small)).ok());
+  Status over = store_->entities()->buffer_put(put("t9", 1, "m", t0, small));
   EXPECT_EQ(over.code(), StatusCode::kResourceExhausted);
   EXPECT_NE(over.message().find("total=3"), std::string::npos) << over.to_string();
-  EXPECT_TRUE(store_->buffer_put(put("t0", 1, "m", t0, small)).ok()) << "a repeat stays idempotent when full";
-  EXPECT_EQ(store_->buffer_put(put("t0", 1, "other", t0, small)).code(), StatusCode::kFailedPrecondition);
-  auto sum = store_->buffer_summary(0);
+  EXPECT_TRUE(store_->entities()->buffer_put(put("t0", 1, "m", t0, small)).ok()) << "a repeat stays idempotent when full";
+  EXPECT_EQ(store_->entities()->buffer_put(put("t0", 1, "other", t0, small)).code(), StatusCode::kFailedPrecondition);
+  auto sum = store_->entities()->buffer_summary(0);
   ASSERT_TRUE(sum.ok());
   EXPECT_EQ(sum->count, 3u) << "refused puts gave their reservation back";
 
@@ -176,16 +176,16 @@ TEST_F(RedisClusterEntities, TotalLimitHoldsSequentiallyAndPerKeyLimitUnderRaces
     threads.emplace_back([&, t] {
       sync.arrive_and_wait();
       for (int i = 0; i < 4; ++i) {
-        if (store_->buffer_put(put("hot", static_cast<std::uint64_t>(t * 10 + i + 1), "m", t0, per_key)).ok()) ++stored;
+        if (store_->entities()->buffer_put(put("hot", static_cast<std::uint64_t>(t * 10 + i + 1), "m", t0, per_key)).ok()) ++stored;
       }
     });
   }
   for (auto& th : threads) th.join();
   EXPECT_EQ(stored.load(), 5);
-  auto hot = store_->buffer_read("hot", 100);
+  auto hot = store_->entities()->buffer_read("hot", 100);
   ASSERT_TRUE(hot.ok());
   EXPECT_EQ(hot->size(), 5u);
-  sum = store_->buffer_summary(0);
+  sum = store_->entities()->buffer_summary(0);
   ASSERT_TRUE(sum.ok());
   EXPECT_EQ(sum->count, 8u);
 }

@@ -100,16 +100,16 @@ class RedisEntities : public WithRedisServer {
 
 TEST_F(RedisEntities, KeysWithBracesAndTheirEscapesAreDistinctEntities) {
   for (const std::string& k : {"a}b"s, "a%7Db"s, "}"s, "%7D"s}) {
-    ASSERT_TRUE(store_->buffer_put(put(k, 1, "m-" + k)).ok()) << k;
-    auto rec = store_->read_entity(k);
+    ASSERT_TRUE(store_->entities()->buffer_put(put(k, 1, "m-" + k)).ok()) << k;
+    auto rec = store_->entities()->read_entity(k);
     ASSERT_TRUE(rec.ok());
-    ASSERT_TRUE(store_->write_entity(write(k, rec->revision, 7)).ok());
+    ASSERT_TRUE(store_->entities()->write_entity(write(k, rec->revision, 7)).ok());
   }
   for (const std::string& k : {"a}b"s, "a%7Db"s, "}"s, "%7D"s}) {
-    auto rec = store_->read_entity(k);
+    auto rec = store_->entities()->read_entity(k);
     ASSERT_TRUE(rec.ok());
     EXPECT_EQ(rec->revision, 1u) << k;
-    auto b = store_->buffer_read(k, 10);
+    auto b = store_->entities()->buffer_read(k, 10);
     ASSERT_TRUE(b.ok());
     ASSERT_EQ(b->size(), 1u);
     EXPECT_EQ((*b)[0].id, "m-" + k);
@@ -123,8 +123,8 @@ TEST_F(RedisEntities, KeysWithBracesAndTheirEscapesAreDistinctEntities) {
 }
 
 TEST_F(RedisEntities, CommitWithUnbufferMovesRecordEntryAndTotalsTogether) {
-  ASSERT_TRUE(store_->buffer_put(put("k", 2, "m2")).ok());
-  ASSERT_TRUE(store_->buffer_put(put("k", 3, "m3")).ok());
+  ASSERT_TRUE(store_->entities()->buffer_put(put("k", 2, "m2")).ok());
+  ASSERT_TRUE(store_->entities()->buffer_put(put("k", 3, "m3")).ok());
   ClaimRequest q{"m2", "A", Duration(10'000), std::nullopt, t0_, std::nullopt};
   q.entity_key = "k";
   auto granted = store_->claim(q);
@@ -139,7 +139,7 @@ TEST_F(RedisEntities, CommitWithUnbufferMovesRecordEntryAndTotalsTogether) {
   c.ttl = Duration(3'600'000);
   c.entity = write("k", 5, 2, 2);  // stale revision: nothing moves
   EXPECT_EQ(store_->commit(c).code(), StatusCode::kAborted);
-  auto sum = store_->buffer_summary(10);
+  auto sum = store_->entities()->buffer_summary(10);
   ASSERT_TRUE(sum.ok());
   EXPECT_EQ(sum->count, 2u);
   auto info = store_->inspect("m2", t0_);
@@ -148,7 +148,7 @@ TEST_F(RedisEntities, CommitWithUnbufferMovesRecordEntryAndTotalsTogether) {
 
   c.entity = write("k", 0, 2, 2);
   ASSERT_TRUE(store_->commit(c).ok());
-  sum = store_->buffer_summary(10);
+  sum = store_->entities()->buffer_summary(10);
   ASSERT_TRUE(sum.ok());
   EXPECT_EQ(sum->count, 1u);
   EXPECT_EQ(sum->bytes, std::string("k").size() + 2 + std::string("payload").size());
@@ -157,16 +157,16 @@ TEST_F(RedisEntities, CommitWithUnbufferMovesRecordEntryAndTotalsTogether) {
   info = store_->inspect("m2", t0_);
   ASSERT_TRUE(info.ok() && info->has_value());
   EXPECT_EQ((*info)->state, RecordState::kCompleted);
-  auto rec = store_->read_entity("k");
+  auto rec = store_->entities()->read_entity("k");
   ASSERT_TRUE(rec.ok());
   EXPECT_EQ(rec->version, 2u);
 
   // The last entry gone: the key leaves the index (standalone keeps it exact).
-  ASSERT_TRUE(store_->buffer_remove("k", 3).ok());
+  ASSERT_TRUE(store_->entities()->buffer_remove("k", 3).ok());
   auto z = server_->command({"ZCARD", redis::detail::buffer_index_key(options_.prefix)});
   ASSERT_TRUE(z.ok());
   EXPECT_EQ(z->integer, 0);
-  sum = store_->buffer_summary(10);
+  sum = store_->entities()->buffer_summary(10);
   ASSERT_TRUE(sum.ok());
   EXPECT_EQ(sum->count, 0u);
   EXPECT_EQ(sum->bytes, 0u);
@@ -188,7 +188,7 @@ TEST_F(RedisEntities, ConcurrentPutsNeverExceedTheTotalOrPerKeyLimit) {
       for (int i = 0; i < kPerThread; ++i) {
         const std::string key = "key-" + std::to_string(i % 10);  // 10 keys, 7 each at most
         const std::string id = "m-" + std::to_string(t) + "-" + std::to_string(i);
-        Status s = store_->buffer_put(put(key, static_cast<std::uint64_t>(t * 1000 + i + 1), id, limits));
+        Status s = store_->entities()->buffer_put(put(key, static_cast<std::uint64_t>(t * 1000 + i + 1), id, limits));
         if (s.ok()) {
           ++stored;
         } else if (s.code() == StatusCode::kResourceExhausted) {
@@ -203,7 +203,7 @@ TEST_F(RedisEntities, ConcurrentPutsNeverExceedTheTotalOrPerKeyLimit) {
   EXPECT_EQ(other.load(), 0);
   EXPECT_EQ(stored.load(), 50);
   EXPECT_EQ(refused.load(), kThreads * kPerThread - 50);
-  auto sum = store_->buffer_summary(100);
+  auto sum = store_->entities()->buffer_summary(100);
   ASSERT_TRUE(sum.ok());
   EXPECT_EQ(sum->count, 50u);
   std::size_t listed = 0;

@@ -99,10 +99,10 @@ TEST(RocksdbEntities, KeyLayoutOnDisk) {
   {
     auto store = open_ok(path);
     ASSERT_NE(store, nullptr);
-    EXPECT_TRUE(store->capabilities().entities);
-    ASSERT_TRUE(store->write_entity(ew("ab", 0, 7, "open")).ok());
-    ASSERT_TRUE(store->buffer_put(put("ab", 258, "m\0"s, "msg")).ok());
-    ASSERT_TRUE(store->buffer_put(put("ab", 3, "m3", "")).ok());
+    EXPECT_NE(store->entities(), nullptr);
+    ASSERT_TRUE(store->entities()->write_entity(ew("ab", 0, 7, "open")).ok());
+    ASSERT_TRUE(store->entities()->buffer_put(put("ab", 258, "m\0"s, "msg")).ok());
+    ASSERT_TRUE(store->entities()->buffer_put(put("ab", 3, "m3", "")).ok());
   }
   const auto entities = raw_read_all(path, "idem_entities");
   ASSERT_EQ(entities.size(), 1u);
@@ -145,19 +145,19 @@ TEST(RocksdbEntities, DatabaseFromBeforeEntitiesGetsTheirColumnFamiliesAdded) {
     ASSERT_TRUE(old.ok());
     EXPECT_EQ(old->status, ClaimStatus::kCompleted) << "the old records are kept";
     EXPECT_EQ(old->result, std::optional<std::string>("r"));
-    auto none = store->read_entity("k");
+    auto none = store->entities()->read_entity("k");
     ASSERT_TRUE(none.ok()) << none.status().to_string();
     EXPECT_EQ(none->revision, 0u);
-    ASSERT_TRUE(store->write_entity(ew("k", 0, 1)).ok());
-    ASSERT_TRUE(store->buffer_put(put("k", 3, "m3", "x")).ok());
+    ASSERT_TRUE(store->entities()->write_entity(ew("k", 0, 1)).ok());
+    ASSERT_TRUE(store->entities()->buffer_put(put("k", 3, "m3", "x")).ok());
   }
   EXPECT_EQ(column_families(path),
             (std::vector<std::string>{"default", "idem_buffer", "idem_done", "idem_entities", "idem_meta",
                                       "idem_outbox", "idem_outbox_sent", "idem_retries"}));
   auto store = open_ok(path);
   ASSERT_NE(store, nullptr);
-  EXPECT_EQ(store->read_entity("k")->version, 1u);
-  EXPECT_EQ(store->buffer_read("k", 10)->size(), 1u);
+  EXPECT_EQ(store->entities()->read_entity("k")->version, 1u);
+  EXPECT_EQ(store->entities()->buffer_read("k", 10)->size(), 1u);
 }
 
 // A process killed between creating the column families and writing the layout
@@ -230,24 +230,24 @@ TEST(RocksdbEntities, BufferTotalsAreRebuiltAtOpen) {
     ASSERT_NE(store, nullptr);
     for (std::uint64_t v = 1; v <= 3; ++v) {
       const std::string id = "id-" + std::to_string(v);
-      ASSERT_TRUE(store->buffer_put(put("key-" + std::to_string(v % 2), v, id, std::string(v * 10, 'm'), limits)).ok());
+      ASSERT_TRUE(store->entities()->buffer_put(put("key-" + std::to_string(v % 2), v, id, std::string(v * 10, 'm'), limits)).ok());
       bytes += 5 + id.size() + v * 10;
     }
   }
   auto store = open_ok(path);
   ASSERT_NE(store, nullptr);
-  auto sum = store->buffer_summary(0);
+  auto sum = store->entities()->buffer_summary(0);
   ASSERT_TRUE(sum.ok());
   EXPECT_EQ(sum->count, 3u);
   EXPECT_EQ(sum->bytes, bytes);
-  Status over = store->buffer_put(put("key-9", 1, "x", "", limits));
+  Status over = store->entities()->buffer_put(put("key-9", 1, "x", "", limits));
   EXPECT_EQ(over.code(), StatusCode::kResourceExhausted) << "the reopened store knows it is full";
   // A commit that unbuffers makes room, and the totals follow.
   ASSERT_EQ(store->claim(claim_req("id-2", "A", "key-0"))->status, ClaimStatus::kNew);
   ASSERT_TRUE(store->commit(commit_req("id-2", "A", std::nullopt, ew("key-0", 0, 2, std::nullopt, 2))).ok());
-  EXPECT_EQ(store->buffer_summary(0)->count, 2u);
-  EXPECT_EQ(store->buffer_summary(0)->bytes, bytes - (5 + 4 + 20));
-  EXPECT_TRUE(store->buffer_put(put("key-9", 1, "x", "", limits)).ok());
+  EXPECT_EQ(store->entities()->buffer_summary(0)->count, 2u);
+  EXPECT_EQ(store->entities()->buffer_summary(0)->bytes, bytes - (5 + 4 + 20));
+  EXPECT_TRUE(store->entities()->buffer_put(put("key-9", 1, "x", "", limits)).ok());
 }
 
 // A batch of puts whose write fails stores nothing and returns every reservation it
@@ -265,14 +265,14 @@ TEST(RocksdbEntities, AFailedBufferWriteReturnsItsReservations) {
   Store& store = **opened;
   const BufferLimits limits{.per_key = 2, .total = 2, .total_bytes = 1 << 20};
   const std::vector<BufferPut> puts = {put("k", 2, "m2", "two", limits), put("k", 3, "m3", "three", limits)};
-  for (const Status& s : store.buffer_put_batch(puts)) EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.to_string();
-  EXPECT_EQ(store.buffer_summary(0)->count, 0u);
-  EXPECT_EQ(store.buffer_summary(0)->bytes, 0u);
-  EXPECT_TRUE(store.buffer_read("k", 10)->empty());
+  for (const Status& s : store.entities()->buffer_put_batch(puts)) EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.to_string();
+  EXPECT_EQ(store.entities()->buffer_summary(0)->count, 0u);
+  EXPECT_EQ(store.entities()->buffer_summary(0)->bytes, 0u);
+  EXPECT_TRUE(store.entities()->buffer_read("k", 10)->empty());
   fail = false;
-  for (const Status& s : store.buffer_put_batch(puts)) EXPECT_TRUE(s.ok()) << s.to_string();
-  EXPECT_EQ(store.buffer_summary(0)->count, 2u);
-  EXPECT_EQ(store.buffer_read("k", 10)->size(), 2u);
+  for (const Status& s : store.entities()->buffer_put_batch(puts)) EXPECT_TRUE(s.ok()) << s.to_string();
+  EXPECT_EQ(store.entities()->buffer_summary(0)->count, 2u);
+  EXPECT_EQ(store.entities()->buffer_read("k", 10)->size(), 2u);
 }
 
 TEST(RocksdbEntities, ConcurrentPutsNeverPassTheLimits) {
@@ -292,7 +292,7 @@ TEST(RocksdbEntities, ConcurrentPutsNeverPassTheLimits) {
         // Four keys shared by all threads: both the per-key and the total limit bind.
         const std::string key = "key-" + std::to_string(i % 4);
         const std::string id = "m-" + std::to_string(t) + "-" + std::to_string(i);
-        Status s = store->buffer_put(put(key, static_cast<std::uint64_t>(t * 1000 + i + 1), id, "x", limits));
+        Status s = store->entities()->buffer_put(put(key, static_cast<std::uint64_t>(t * 1000 + i + 1), id, "x", limits));
         if (s.ok()) {
           stored.fetch_add(1);
         } else if (s.code() == StatusCode::kResourceExhausted) {
@@ -307,7 +307,7 @@ TEST(RocksdbEntities, ConcurrentPutsNeverPassTheLimits) {
   EXPECT_EQ(other.load(), 0);
   EXPECT_EQ(stored.load() + exhausted.load(), kThreads * kPuts);
   EXPECT_EQ(stored.load(), 4 * 12) << "each key fills to per_key (4 × 12 < total 60)";
-  auto sum = store->buffer_summary(10);
+  auto sum = store->entities()->buffer_summary(10);
   ASSERT_TRUE(sum.ok());
   EXPECT_EQ(sum->count, static_cast<std::size_t>(stored.load()));
   ASSERT_EQ(sum->keys.size(), 4u);
@@ -320,13 +320,13 @@ TEST(RocksdbEntities, ConcurrentPutsNeverPassTheLimits) {
     threads.emplace_back([&, t] {
       for (int i = 0; i < 5; ++i) {
         const std::string key = "fresh-" + std::to_string(t) + "-" + std::to_string(i);
-        if (store->buffer_put(put(key, 1, "id", "x", limits)).ok()) more.fetch_add(1);
+        if (store->entities()->buffer_put(put(key, 1, "id", "x", limits)).ok()) more.fetch_add(1);
       }
     });
   }
   for (auto& th : threads) th.join();
   EXPECT_EQ(more.load(), 12);
-  EXPECT_EQ(store->buffer_summary(0)->count, 60u);
+  EXPECT_EQ(store->entities()->buffer_summary(0)->count, 60u);
 }
 
 TEST(RocksdbEntities, EntityCacheSizeFromTheUri) {
@@ -338,11 +338,11 @@ TEST(RocksdbEntities, EntityCacheSizeFromTheUri) {
     auto store = rocksdb::open(*uri);
     ASSERT_TRUE(store.ok()) << store.status().to_string();
     // Each handle continues from what the previous one wrote, whatever its cache.
-    auto before = (*store)->read_entity("k");
+    auto before = (*store)->entities()->read_entity("k");
     ASSERT_TRUE(before.ok());
-    ASSERT_TRUE((*store)->write_entity(ew("k", before->revision, before->version + 1)).ok()) << cache;
-    ASSERT_TRUE((*store)->write_entity(ew("j", before->revision, std::nullopt)).ok()) << cache;
-    EXPECT_EQ((*store)->read_entity("k")->revision, before->revision + 1);
+    ASSERT_TRUE((*store)->entities()->write_entity(ew("k", before->revision, before->version + 1)).ok()) << cache;
+    ASSERT_TRUE((*store)->entities()->write_entity(ew("j", before->revision, std::nullopt)).ok()) << cache;
+    EXPECT_EQ((*store)->entities()->read_entity("k")->revision, before->revision + 1);
   }
   auto bad = StoreUri::parse("rocksdb:" + path + "?entity_cache=many");
   ASSERT_TRUE(bad.ok());
@@ -354,7 +354,7 @@ TEST(RocksdbEntities, EntityCacheSizeFromTheUri) {
 void expect_buffer_is(Store& store, std::string_view key, const std::map<std::uint64_t, std::string>& live,
                       const std::string& where) {
   SCOPED_TRACE(where);
-  auto first = store.buffer_read(key, 1);
+  auto first = store.entities()->buffer_read(key, 1);
   ASSERT_TRUE(first.ok()) << first.status().to_string();
   if (live.empty()) {
     EXPECT_TRUE(first->empty());
@@ -364,7 +364,7 @@ void expect_buffer_is(Store& store, std::string_view key, const std::map<std::ui
     EXPECT_EQ((*first)[0].id, live.begin()->second);
     EXPECT_EQ((*first)[0].key, key);
   }
-  auto all = store.buffer_read(key, live.size() + 5);
+  auto all = store.entities()->buffer_read(key, live.size() + 5);
   ASSERT_TRUE(all.ok()) << all.status().to_string();
   ASSERT_EQ(all->size(), live.size());
   auto it = live.begin();
@@ -375,7 +375,7 @@ void expect_buffer_is(Store& store, std::string_view key, const std::map<std::ui
     ++it;
   }
   if (live.size() > 1) {
-    auto two = store.buffer_read(key, 2);
+    auto two = store.entities()->buffer_read(key, 2);
     ASSERT_TRUE(two.ok());
     ASSERT_EQ(two->size(), 2u);
     EXPECT_EQ((*two)[1].version, std::next(live.begin())->first);
@@ -411,7 +411,7 @@ TEST(RocksdbEntities, ManyRemovedVersionsOfOneKey) {
     const std::string msg = "msg-" + id;
     BufferPut p = put("k", v, id, msg, limits);
     p.now = at;
-    return store.buffer_put(p);
+    return store.entities()->buffer_put(p);
   };
   std::uint64_t revision = 0;
   {
@@ -428,14 +428,14 @@ TEST(RocksdbEntities, ManyRemovedVersionsOfOneKey) {
           ASSERT_TRUE(store->commit(commit_req(id, "A", std::nullopt, ew("k", revision, old, std::nullopt, old))).ok());
           ++revision;
         } else {
-          ASSERT_TRUE(store->buffer_remove("k", old).ok()) << old;
+          ASSERT_TRUE(store->entities()->buffer_remove("k", old).ok()) << old;
         }
         live.erase(live.begin());
       }
       ASSERT_TRUE(do_put(*store, v, kT0 + milliseconds(v)).ok()) << v;
       ASSERT_TRUE(do_put(*store, v, kT0).ok()) << "the same entry again is a no-op";
       live.emplace(v, msg_id(v));
-      auto first = store->buffer_read("k", 1);
+      auto first = store->entities()->buffer_read("k", 1);
       ASSERT_TRUE(first.ok());
       ASSERT_EQ(first->size(), 1u);
       ASSERT_EQ((*first)[0].version, live.begin()->first) << v;
@@ -443,26 +443,26 @@ TEST(RocksdbEntities, ManyRemovedVersionsOfOneKey) {
     }
     // Removed out of order: a gap among the live versions; removing again is OK.
     const std::uint64_t gap = std::next(live.begin())->first;
-    ASSERT_TRUE(store->buffer_remove("k", gap).ok());
-    ASSERT_TRUE(store->buffer_remove("k", gap).ok());
-    ASSERT_TRUE(store->buffer_remove("k", 5).ok()) << "long removed";
+    ASSERT_TRUE(store->entities()->buffer_remove("k", gap).ok());
+    ASSERT_TRUE(store->entities()->buffer_remove("k", gap).ok());
+    ASSERT_TRUE(store->entities()->buffer_remove("k", 5).ok()) << "long removed";
     live.erase(gap);
     expect_buffer_is(*store, "k", live, "after the gap");
     EXPECT_EQ(do_put(*store, live.begin()->first, kT0).code(), StatusCode::kOk);
-    EXPECT_EQ(store->buffer_put(put("k", live.begin()->first, "other", "x", limits)).code(),
+    EXPECT_EQ(store->entities()->buffer_put(put("k", live.begin()->first, "other", "x", limits)).code(),
               StatusCode::kFailedPrecondition);
-    EXPECT_LE(deletions_skipped([&] { ASSERT_EQ(store->buffer_read("k", 1)->size(), 1u); }), 1u)
+    EXPECT_LE(deletions_skipped([&] { ASSERT_EQ(store->entities()->buffer_read("k", 1)->size(), 1u); }), 1u)
         << "buffer_read starts at the first live entry, past the removed ones";
-    EXPECT_LE(deletions_skipped([&] { ASSERT_EQ(store->buffer_read("k", 100)->size(), live.size()); }), 1u)
+    EXPECT_LE(deletions_skipped([&] { ASSERT_EQ(store->entities()->buffer_read("k", 100)->size(), live.size()); }), 1u)
         << "only the marker of the gap lies among the live entries";
-    EXPECT_TRUE(store->buffer_read("never-buffered", 10)->empty());
+    EXPECT_TRUE(store->entities()->buffer_read("never-buffered", 10)->empty());
   }
 
   auto store = open_ok(path);
   ASSERT_NE(store, nullptr);
   expect_buffer_is(*store, "k", live, "after reopen");
-  EXPECT_LE(deletions_skipped([&] { ASSERT_EQ(store->buffer_read("k", 1)->size(), 1u); }), 1u);
-  auto sum = store->buffer_summary(5);
+  EXPECT_LE(deletions_skipped([&] { ASSERT_EQ(store->entities()->buffer_read("k", 1)->size(), 1u); }), 1u);
+  auto sum = store->entities()->buffer_summary(5);
   ASSERT_TRUE(sum.ok());
   EXPECT_EQ(sum->count, live.size());
   ASSERT_EQ(sum->keys.size(), 1u);
@@ -474,7 +474,7 @@ TEST(RocksdbEntities, ManyRemovedVersionsOfOneKey) {
   EXPECT_EQ(do_put(*store, kVersions + 1, kT0).code(), StatusCode::kOk);
   EXPECT_EQ(do_put(*store, kVersions + 2, kT0).code(), StatusCode::kResourceExhausted);
   live.emplace(kVersions + 1, msg_id(kVersions + 1));
-  EXPECT_EQ(store->buffer_put(put("k", live.begin()->first, "other", "x", limits)).code(),
+  EXPECT_EQ(store->entities()->buffer_put(put("k", live.begin()->first, "other", "x", limits)).code(),
             StatusCode::kFailedPrecondition);
   // A commit after reopen unbuffers through the rebuilt versions too.
   const std::uint64_t low = live.begin()->first;
@@ -484,12 +484,12 @@ TEST(RocksdbEntities, ManyRemovedVersionsOfOneKey) {
   live.erase(low);
   expect_buffer_is(*store, "k", live, "after a commit on the reopened store");
   while (!live.empty()) {
-    ASSERT_TRUE(store->buffer_remove("k", live.rbegin()->first).ok());
+    ASSERT_TRUE(store->entities()->buffer_remove("k", live.rbegin()->first).ok());
     live.erase(std::prev(live.end()));
   }
   expect_buffer_is(*store, "k", live, "all removed");
-  EXPECT_EQ(store->buffer_summary(5)->count, 0u);
-  EXPECT_TRUE(store->buffer_summary(5)->keys.empty());
+  EXPECT_EQ(store->entities()->buffer_summary(5)->count, 0u);
+  EXPECT_TRUE(store->entities()->buffer_summary(5)->keys.empty());
 }
 
 // The child: for n = 0, 1, …: buffers version n+1 of key "k" (message id c-n),
@@ -504,7 +504,7 @@ TEST(RocksdbEntities, ManyRemovedVersionsOfOneKey) {
   for (std::uint32_t n = 0;; ++n) {
     const std::string id = "c-" + std::to_string(n);
     const std::string state = "s-" + std::to_string(n);
-    if (!store.buffer_put(put("k", n + 1, id, std::string(64, 'p'))).ok()) ::_exit(4);
+    if (!store.entities()->buffer_put(put("k", n + 1, id, std::string(64, 'p'))).ok()) ::_exit(4);
     auto c = store.claim(claim_req(id, "child", "k"));
     if (!c.ok() || c->status != ClaimStatus::kNew || c->entity.revision != revision) ::_exit(5);
     if (!store.commit(commit_req(id, "child", state, ew("k", revision, n + 1, state, n + 1))).ok()) ::_exit(6);
@@ -555,18 +555,18 @@ TEST(RocksdbEntities, SigkillDuringEntityCommitsLeavesNoPartialCommit) {
     // names the last commit, and what is buffered is the next version only.
     auto store = open_ok(path);
     ASSERT_NE(store, nullptr);
-    auto rec = store->read_entity("k");
+    auto rec = store->entities()->read_entity("k");
     ASSERT_TRUE(rec.ok()) << rec.status().to_string();
     EXPECT_EQ(rec->revision, static_cast<std::uint64_t>(landed));
     EXPECT_EQ(rec->version, static_cast<std::uint64_t>(landed));
     EXPECT_EQ(rec->state, "s-" + std::to_string(landed - 1));
-    auto left = store->buffer_read("k", 10);
+    auto left = store->entities()->buffer_read("k", 10);
     ASSERT_TRUE(left.ok());
     for (const auto& e : *left) {
       EXPECT_EQ(e.version, static_cast<std::uint64_t>(landed + 1)) << "a committed version is never left buffered";
       EXPECT_EQ(e.id, "c-" + std::to_string(landed));
     }
-    auto sum = store->buffer_summary(10);
+    auto sum = store->entities()->buffer_summary(10);
     ASSERT_TRUE(sum.ok());
     EXPECT_EQ(sum->count, left->size()) << "totals rebuilt from what is on disk";
     auto last = store->claim(claim_req("c-" + std::to_string(landed - 1), "P"));

@@ -51,7 +51,7 @@ std::string version_of(const std::string& path) {
 }
 
 std::vector<std::uint64_t> versions(Store& s, std::string_view key) {
-  auto r = s.buffer_read(key, 100);
+  auto r = s.entities()->buffer_read(key, 100);
   EXPECT_TRUE(r.ok()) << r.status().to_string();
   std::vector<std::uint64_t> out;
   if (r.ok())
@@ -69,7 +69,7 @@ TEST(SqliteEntitySchema, AVersion1FileIsUpgradedAndKeepsItsRecords) {
   {
     auto store = open_ok(options_for(path));
     ASSERT_NE(store, nullptr);
-    EXPECT_TRUE(store->capabilities().entities);
+    EXPECT_NE(store->entities(), nullptr);
     auto old = store->claim(claim_req("old", "w", t0()));
     ASSERT_TRUE(old.ok()) << old.status().to_string();
     EXPECT_EQ(old->status, ClaimStatus::kCompleted);
@@ -78,8 +78,8 @@ TEST(SqliteEntitySchema, AVersion1FileIsUpgradedAndKeepsItsRecords) {
     ASSERT_TRUE(retry.ok() && retry->has_value());
     EXPECT_EQ((*retry)->retries, 2u);
     // The new tables work at once.
-    ASSERT_TRUE(store->write_entity(ew("k", 0, 1, "s"sv)).ok());
-    ASSERT_TRUE(store->buffer_put(bp("k", 3, "m3", "three", t0())).ok());
+    ASSERT_TRUE(store->entities()->write_entity(ew("k", 0, 1, "s"sv)).ok());
+    ASSERT_TRUE(store->entities()->buffer_put(bp("k", 3, "m3", "three", t0())).ok());
   }
   EXPECT_EQ(version_of(path), std::to_string(kSchemaVersion));
   EXPECT_EQ(kSchemaVersion, 4);
@@ -91,7 +91,7 @@ TEST(SqliteEntitySchema, AVersion1FileIsUpgradedAndKeepsItsRecords) {
   // A second open finds version 2 and everything written through the first.
   auto again = open_ok(options_for(path, LeaseMode::kShared));
   ASSERT_NE(again, nullptr);
-  EXPECT_EQ(again->read_entity("k")->revision, 1u);
+  EXPECT_EQ(again->entities()->read_entity("k")->revision, 1u);
   EXPECT_EQ(versions(*again, "k"), std::vector<std::uint64_t>{3});
   EXPECT_EQ(again->claim(claim_req("old", "w", t0()))->status, ClaimStatus::kCompleted);
 }
@@ -189,16 +189,16 @@ class SqliteEntities : public ::testing::TestWithParam<LeaseMode> {
 
 TEST_P(SqliteEntities, TheTotalsRowFollowsEveryChangeOfTheBuffer) {
   const TimePoint t = t0();
-  ASSERT_TRUE(store_->buffer_put(bp("k", 2, "m2", "two", t)).ok());
-  ASSERT_TRUE(store_->buffer_put(bp("k", 3, "m3", std::string(300, 'x'), t)).ok());
-  ASSERT_TRUE(store_->buffer_put(bp("j\0"s, 7, "j7", "", t)).ok());
-  ASSERT_TRUE(store_->buffer_put(bp("k", 2, "m2", "two", t)).ok());  // a repeat adds nothing
+  ASSERT_TRUE(store_->entities()->buffer_put(bp("k", 2, "m2", "two", t)).ok());
+  ASSERT_TRUE(store_->entities()->buffer_put(bp("k", 3, "m3", std::string(300, 'x'), t)).ok());
+  ASSERT_TRUE(store_->entities()->buffer_put(bp("j\0"s, 7, "j7", "", t)).ok());
+  ASSERT_TRUE(store_->entities()->buffer_put(bp("k", 2, "m2", "two", t)).ok());  // a repeat adds nothing
   auto [totals, actual] = totals_and_actual();
   EXPECT_EQ(totals, actual);
   EXPECT_EQ(totals, "3/" + std::to_string((1 + 2 + 3) + (1 + 2 + 300) + (2 + 2 + 0)));
 
-  ASSERT_TRUE(store_->buffer_remove("k", 3).ok());
-  ASSERT_TRUE(store_->buffer_remove("k", 3).ok());
+  ASSERT_TRUE(store_->entities()->buffer_remove("k", 3).ok());
+  ASSERT_TRUE(store_->entities()->buffer_remove("k", 3).ok());
   ASSERT_TRUE(store_->claim(claim_req("m2", "w", t)).ok());
   CommitRequest c = commit_req("m2", "w", t);
   c.entity = ew("k", 0, 2, std::nullopt, 2);
@@ -212,7 +212,7 @@ TEST_P(SqliteEntities, TheTotalsRowFollowsEveryChangeOfTheBuffer) {
   std::tie(totals, actual) = totals_and_actual();
   EXPECT_EQ(totals, actual);
   EXPECT_EQ(totals, "1/4");
-  auto sum = store_->buffer_summary(10);
+  auto sum = store_->entities()->buffer_summary(10);
   ASSERT_TRUE(sum.ok());
   EXPECT_EQ(sum->count, 1u);
   EXPECT_EQ(sum->bytes, 4u);
@@ -226,11 +226,11 @@ TEST_P(SqliteEntities, LimitsAreCheckedAgainstTheTotalsRow) {
   reopen();
   BufferLimits limits;
   limits.total = 10;
-  Status s = store_->buffer_put(bp("k", 1, "m1", "x", t0(), limits));
+  Status s = store_->entities()->buffer_put(bp("k", 1, "m1", "x", t0(), limits));
   EXPECT_EQ(s.code(), StatusCode::kResourceExhausted) << s.to_string();
   EXPECT_THAT(s.message(), HasSubstr("total=10"));
   limits.total = 11;
-  EXPECT_TRUE(store_->buffer_put(bp("k", 1, "m1", "x", t0(), limits)).ok());
+  EXPECT_TRUE(store_->entities()->buffer_put(bp("k", 1, "m1", "x", t0(), limits)).ok());
   EXPECT_EQ(query_closed("SELECT count || '/' || bytes FROM idem_buffer_totals"), "11/9");
 }
 
@@ -238,17 +238,17 @@ TEST_P(SqliteEntities, PerKeyLimitCountsOnlyThatKeysRange) {
   BufferLimits limits;
   limits.per_key = 3;
   for (std::uint64_t v = 1; v <= 3; ++v)
-    ASSERT_TRUE(store_->buffer_put(bp("a", v, "a" + std::to_string(v), "", t0(), limits)).ok());
+    ASSERT_TRUE(store_->entities()->buffer_put(bp("a", v, "a" + std::to_string(v), "", t0(), limits)).ok());
   // Neighbouring keys in the primary key's order do not count.
   for (const std::string& key : {"a\0"s, "`"s, "b"s}) {
     for (std::uint64_t v = 1; v <= 3; ++v)
-      ASSERT_TRUE(store_->buffer_put(bp(key, v, "x" + std::to_string(v), "", t0(), limits)).ok()) << key;
+      ASSERT_TRUE(store_->entities()->buffer_put(bp(key, v, "x" + std::to_string(v), "", t0(), limits)).ok()) << key;
   }
-  Status s = store_->buffer_put(bp("a", 4, "a4", "", t0(), limits));
+  Status s = store_->entities()->buffer_put(bp("a", 4, "a4", "", t0(), limits));
   EXPECT_EQ(s.code(), StatusCode::kResourceExhausted) << s.to_string();
   EXPECT_THAT(s.message(), HasSubstr("per_key=3"));
   limits.per_key = 0;
-  EXPECT_EQ(store_->buffer_put(bp("new", 1, "n", "", t0(), limits)).code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(store_->entities()->buffer_put(bp("new", 1, "n", "", t0(), limits)).code(), StatusCode::kResourceExhausted);
 }
 
 // --- versions past 2^63 ---------------------------------------------------------------
@@ -257,24 +257,24 @@ TEST_P(SqliteEntities, VersionsAbove2Pow63KeepTheirOrderAndValue) {
   constexpr std::uint64_t kTop = std::numeric_limits<std::uint64_t>::max();
   constexpr std::uint64_t kHalf = std::uint64_t{1} << 63;
   for (const std::uint64_t v : {kTop, kHalf, std::uint64_t{5}, kHalf - 1, kHalf + 1, std::uint64_t{1}})
-    ASSERT_TRUE(store_->buffer_put(bp("k", v, "m" + std::to_string(v), "", t0())).ok()) << v;
+    ASSERT_TRUE(store_->entities()->buffer_put(bp("k", v, "m" + std::to_string(v), "", t0())).ok()) << v;
   EXPECT_EQ(versions(*store_, "k"), (std::vector<std::uint64_t>{1, 5, kHalf - 1, kHalf, kHalf + 1, kTop}));
-  auto first4 = store_->buffer_read("k", 4);
+  auto first4 = store_->entities()->buffer_read("k", 4);
   ASSERT_TRUE(first4.ok());
   ASSERT_EQ(first4->size(), 4u);
   EXPECT_EQ(first4->back().version, kHalf);
   EXPECT_EQ(first4->back().id, "m" + std::to_string(kHalf));
 
-  ASSERT_TRUE(store_->buffer_put(bp("high", kTop, "t", "", t0())).ok());
-  ASSERT_TRUE(store_->buffer_put(bp("high", kHalf + 7, "h", "", t0())).ok());
-  auto sum = store_->buffer_summary(10);
+  ASSERT_TRUE(store_->entities()->buffer_put(bp("high", kTop, "t", "", t0())).ok());
+  ASSERT_TRUE(store_->entities()->buffer_put(bp("high", kHalf + 7, "h", "", t0())).ok());
+  auto sum = store_->entities()->buffer_summary(10);
   ASSERT_TRUE(sum.ok());
   ASSERT_EQ(sum->keys.size(), 2u);
   for (const auto& k : sum->keys) EXPECT_EQ(k.lowest_version, k.key == "k" ? 1u : kHalf + 7) << k.key;
 
-  ASSERT_TRUE(store_->write_entity(ew("e", 0, kTop)).ok());
-  EXPECT_EQ(store_->read_entity("e")->version, kTop);
-  ASSERT_TRUE(store_->buffer_remove("k", kTop).ok());
+  ASSERT_TRUE(store_->entities()->write_entity(ew("e", 0, kTop)).ok());
+  EXPECT_EQ(store_->entities()->read_entity("e")->version, kTop);
+  ASSERT_TRUE(store_->entities()->buffer_remove("k", kTop).ok());
   EXPECT_EQ(versions(*store_, "k").back(), kHalf + 1);
 }
 
@@ -282,19 +282,19 @@ TEST_P(SqliteEntities, VersionsAbove2Pow63KeepTheirOrderAndValue) {
 
 TEST_P(SqliteEntities, AbortedCommitInsideBeginRollsBackTheHandlersWritesToo) {
   const TimePoint t = t0();
-  ASSERT_TRUE(store_->write_entity(ew("k", 0, 1)).ok());
+  ASSERT_TRUE(store_->entities()->write_entity(ew("k", 0, 1)).ok());
   ASSERT_TRUE(store_->claim(claim_req("m", "w", t)).ok());
   {
     auto tx = store_->begin(t);
     ASSERT_TRUE(tx.ok()) << tx.status().to_string();
     // A store call from the transaction's thread joins it, as a handler's write would.
-    ASSERT_TRUE(store_->buffer_put(bp("k", 9, "m9", "inside", t)).ok());
+    ASSERT_TRUE(store_->entities()->buffer_put(bp("k", 9, "m9", "inside", t)).ok());
     CommitRequest c = commit_req("m", "w", t, "r"sv);
     c.entity = ew("k", 0, 2);
     EXPECT_EQ((*tx)->commit(c).code(), StatusCode::kAborted);
   }
   EXPECT_TRUE(versions(*store_, "k").empty()) << "the write made inside the transaction was rolled back";
-  EXPECT_EQ(store_->read_entity("k")->revision, 1u);
+  EXPECT_EQ(store_->entities()->read_entity("k")->revision, 1u);
   auto info = store_->inspect("m", t);
   ASSERT_TRUE(info.ok() && info->has_value());
   EXPECT_EQ((*info)->state, RecordState::kInProgress);
@@ -302,20 +302,20 @@ TEST_P(SqliteEntities, AbortedCommitInsideBeginRollsBackTheHandlersWritesToo) {
   {
     auto tx = store_->begin(t);
     ASSERT_TRUE(tx.ok());
-    ASSERT_TRUE(store_->buffer_put(bp("k", 9, "m9", "inside", t)).ok());
+    ASSERT_TRUE(store_->entities()->buffer_put(bp("k", 9, "m9", "inside", t)).ok());
     CommitRequest c = commit_req("m", "w", t, "r"sv);
     c.entity = ew("k", 1, 2);
     ASSERT_TRUE((*tx)->commit(c).ok());
   }
   reopen();
   EXPECT_EQ(versions(*store_, "k"), std::vector<std::uint64_t>{9});
-  EXPECT_EQ(store_->read_entity("k")->version, 2u);
+  EXPECT_EQ(store_->entities()->read_entity("k")->version, 2u);
   EXPECT_EQ(store_->claim(claim_req("m", "x", t))->status, ClaimStatus::kCompleted);
 }
 
 TEST_P(SqliteEntities, FaultAfterTheEntityWriteRollsBackRecordEntityAndUnbuffer) {
   const TimePoint t = t0();
-  ASSERT_TRUE(store_->buffer_put(bp("k", 1, "m1", "one", t)).ok());
+  ASSERT_TRUE(store_->entities()->buffer_put(bp("k", 1, "m1", "one", t)).ok());
   ASSERT_TRUE(store_->claim(claim_req("m1", "w", t)).ok());
   CommitRequest c = commit_req("m1", "w", t, "r"sv);
   c.entity = ew("k", 0, 1, "s"sv, 1);
@@ -323,13 +323,13 @@ TEST_P(SqliteEntities, FaultAfterTheEntityWriteRollsBackRecordEntityAndUnbuffer)
   EXPECT_EQ(store_->commit(c).code(), StatusCode::kUnavailable);
   fail_at_.clear();
   reopen();
-  EXPECT_EQ(store_->read_entity("k")->revision, 0u);
+  EXPECT_EQ(store_->entities()->read_entity("k")->revision, 0u);
   EXPECT_EQ(versions(*store_, "k"), std::vector<std::uint64_t>{1});
   // The lease is kept: in the file with leases=shared, else gone with the process.
   EXPECT_EQ(store_->claim(claim_req("m1", "w", t))->status,
             GetParam() == LeaseMode::kShared ? ClaimStatus::kInProgress : ClaimStatus::kNew);
   ASSERT_TRUE(store_->commit(c).ok());
-  EXPECT_EQ(store_->read_entity("k")->revision, 1u);
+  EXPECT_EQ(store_->entities()->read_entity("k")->revision, 1u);
   EXPECT_TRUE(versions(*store_, "k").empty());
 }
 
@@ -354,7 +354,7 @@ TEST(SqliteEntityCrash, EntityWritesAndDedupRecordsSurviveSigkillTogether) {
     // buffered before.
     for (std::uint64_t i = 1;; ++i) {
       const std::string id = "m-" + std::to_string(i);
-      if (!store.buffer_put(bp("e", i, id, "payload", t0())).ok()) ::_exit(2);
+      if (!store.entities()->buffer_put(bp("e", i, id, "payload", t0())).ok()) ::_exit(2);
       ClaimRequest q = claim_req(id, "child", t0());
       q.entity_key = "e";
       auto c = store.claim(q);
@@ -383,7 +383,7 @@ TEST(SqliteEntityCrash, EntityWritesAndDedupRecordsSurviveSigkillTogether) {
   EXPECT_EQ(raw_query(path, "PRAGMA integrity_check"), "ok");
   auto store = open_ok(options_for(path));
   ASSERT_NE(store, nullptr);
-  const EntityRecord e = store->read_entity("e").value();
+  const EntityRecord e = store->entities()->read_entity("e").value();
   ASSERT_GE(e.version, reported);
   ASSERT_LE(e.version, reported + 1) << "at most the commit in flight landed unreported";
   EXPECT_EQ(e.revision, e.version);
@@ -391,13 +391,13 @@ TEST(SqliteEntityCrash, EntityWritesAndDedupRecordsSurviveSigkillTogether) {
   for (std::uint64_t i = 1; i <= e.version; ++i)
     ASSERT_EQ(store->claim(claim_req("m-" + std::to_string(i), "p", t0()))->status, ClaimStatus::kCompleted) << i;
   EXPECT_EQ(store->claim(claim_req("m-" + std::to_string(e.version + 1), "p", t0()))->status, ClaimStatus::kNew);
-  auto left = store->buffer_read("e", 10);
+  auto left = store->entities()->buffer_read("e", 10);
   ASSERT_TRUE(left.ok());
   ASSERT_LE(left->size(), 1u) << "only the put of the message in flight may be left";
   if (!left->empty()) {
     EXPECT_EQ(left->front().version, e.version + 1);
   }
-  auto sum = store->buffer_summary(1);
+  auto sum = store->entities()->buffer_summary(1);
   ASSERT_TRUE(sum.ok());
   EXPECT_EQ(sum->count, left->size());
 }

@@ -33,7 +33,7 @@ class OperatorTools : public ::testing::TestWithParam<std::string> {
     ASSERT_TRUE(store_->commit(q).ok()) << id;
   }
   RecordCounts counts(TimePoint now) {
-    auto c = store_->count_records(now);
+    auto c = store_->admin()->count_records(now);
     EXPECT_TRUE(c.ok()) << c.status().to_string();
     return c.ok() ? *c : RecordCounts{};
   }
@@ -78,16 +78,16 @@ TEST_P(OperatorTools, RemovesOneRecordWhateverItsState) {
   fill();
   const TimePoint t = t0() + 2s;
   for (const char* id : {"done", "dead", "leased", "retry"}) {
-    auto removed = store_->remove_record(id, t);
+    auto removed = store_->admin()->remove_record(id, t);
     ASSERT_TRUE(removed.ok()) << removed.status().to_string();
     EXPECT_TRUE(*removed) << id;
     auto info = store_->inspect(id, t);
     ASSERT_TRUE(info.ok());
     EXPECT_FALSE(info->has_value()) << id;
   }
-  EXPECT_FALSE(store_->remove_record("short", t).value()) << "expired: not live";
-  EXPECT_FALSE(store_->remove_record("never", t).value());
-  EXPECT_EQ(store_->remove_record("", t).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_FALSE(store_->admin()->remove_record("short", t).value()) << "expired: not live";
+  EXPECT_FALSE(store_->admin()->remove_record("never", t).value());
+  EXPECT_EQ(store_->admin()->remove_record("", t).status().code(), StatusCode::kInvalidArgument);
   // A removed id is new again; the removed lease's holder may still commit.
   EXPECT_EQ(claim("done", t), ClaimStatus::kNew);
   EXPECT_TRUE(store_->commit(commit_req("leased", "w", t)).ok());
@@ -97,23 +97,23 @@ TEST_P(OperatorTools, RemovesOneRecordWhateverItsState) {
 }
 
 TEST_P(OperatorTools, RemovesOneEntityWithItsBuffer) {
-  ASSERT_TRUE(store_->write_entity({"p", 0, 4, "open", std::nullopt}).ok());
+  ASSERT_TRUE(store_->entities()->write_entity({"p", 0, 4, "open", std::nullopt}).ok());
   for (std::uint64_t v : {6, 7})
-    ASSERT_TRUE(store_->buffer_put({"p", v, "p-" + std::to_string(v), "msg", t0(), {}}).ok());
-  ASSERT_TRUE(store_->buffer_put({"q", 2, "q-2", "message", t0(), {}}).ok());
-  auto removed = store_->remove_entity("p");
+    ASSERT_TRUE(store_->entities()->buffer_put({"p", v, "p-" + std::to_string(v), "msg", t0(), {}}).ok());
+  ASSERT_TRUE(store_->entities()->buffer_put({"q", 2, "q-2", "message", t0(), {}}).ok());
+  auto removed = store_->admin()->remove_entity("p");
   ASSERT_TRUE(removed.ok()) << removed.status().to_string();
   EXPECT_TRUE(*removed);
-  EXPECT_EQ(store_->read_entity("p").value().revision, 0u);
-  EXPECT_TRUE(store_->buffer_read("p", 10).value().empty());
-  const BufferSummary s = store_->buffer_summary(10).value();
+  EXPECT_EQ(store_->entities()->read_entity("p").value().revision, 0u);
+  EXPECT_TRUE(store_->entities()->buffer_read("p", 10).value().empty());
+  const BufferSummary s = store_->entities()->buffer_summary(10).value();
   EXPECT_EQ(s.count, 1u) << "q's entry is kept";
   EXPECT_EQ(s.bytes, std::string("q").size() + std::string("q-2").size() + std::string("message").size());
-  EXPECT_FALSE(store_->remove_entity("p").value());
-  EXPECT_EQ(store_->write_entity({"p", 1, 5, std::nullopt, std::nullopt}).code(), StatusCode::kAborted)
+  EXPECT_FALSE(store_->admin()->remove_entity("p").value());
+  EXPECT_EQ(store_->entities()->write_entity({"p", 1, 5, std::nullopt, std::nullopt}).code(), StatusCode::kAborted)
       << "a writer holding the old revision cannot write";
-  EXPECT_TRUE(store_->remove_entity("q").value()) << "buffered entries alone count";
-  EXPECT_EQ(store_->buffer_summary(10).value().bytes, 0u);
+  EXPECT_TRUE(store_->admin()->remove_entity("q").value()) << "buffered entries alone count";
+  EXPECT_EQ(store_->entities()->buffer_summary(10).value().bytes, 0u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Stores, OperatorTools, ::testing::Values("memory", "local", "shared"));
@@ -136,7 +136,7 @@ class MinimalStore final : public Store {
 TEST(OperatorToolsDefault, NotSupportedByThisStore) {
   MinimalStore s;
   for (const Status& st :
-       {s.count_records(t0()).status(), s.remove_record("a", t0()).status(), s.remove_entity("k").status()}) {
+       {s.admin()->count_records(t0()).status(), s.admin()->remove_record("a", t0()).status(), s.admin()->remove_entity("k").status()}) {
     EXPECT_EQ(st.code(), StatusCode::kUnimplemented);
     EXPECT_NE(st.message().find("not supported by this store"), std::string::npos) << st.to_string();
   }

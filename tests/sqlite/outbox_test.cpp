@@ -53,7 +53,7 @@ TEST(SqliteOutboxSchema, AVersion3FileKeepsItsUnsentEntriesAndDropsTheSentOnes) 
     auto store = open_ok(options_for(path));
     ASSERT_NE(store, nullptr);
     OutboxQuery all;
-    auto pending = store->outbox_pending(all);
+    auto pending = store->outbox()->outbox_pending(all);
     ASSERT_TRUE(pending.ok()) << pending.status().to_string();
     EXPECT_EQ(ids_of(*pending), (std::vector<std::string>{"a#1=1", "b#0=new"}));
     EXPECT_EQ(to_unix_ms((*pending)[0].created_at), to_unix_ms(t0()));

@@ -169,12 +169,12 @@ TEST_P(MachineConcurrency, EachKeysTransitionsRunOnceInVersionOrder) {
     }
     EXPECT_EQ(run_.versions[key], want_versions) << key;
     EXPECT_EQ(run_.transitions[key], want_transitions) << key;
-    auto e = store_->read_entity(key);
+    auto e = store_->entities()->read_entity(key);
     ASSERT_TRUE(e.ok()) << e.status().to_string();
     EXPECT_EQ(e->version, n) << key;
     EXPECT_EQ(e->state, n % 2 == 1 ? "online" : "offline") << key;
   }
-  EXPECT_EQ(store_->buffer_summary(1).value().count, 0u);
+  EXPECT_EQ(store_->entities()->buffer_summary(1).value().count, 0u);
 }
 
 std::string param_name(const ::testing::TestParamInfo<Param>& info) {

@@ -50,7 +50,7 @@ class MachineRuntimeTest : public ::testing::TestWithParam<std::string> {
     EXPECT_EQ(d.reason, r) << ::testing::PrintToString(d);
     return d;
   }
-  std::string state_of(const std::string& key) { return store_->read_entity(key).value().state; }
+  std::string state_of(const std::string& key) { return store_->entities()->read_entity(key).value().state; }
 
   testing::TempDir dir_{"machine"};
   mutable std::string uri_;  // a postgres store keeps its schema across reopens
@@ -115,7 +115,7 @@ TEST_P(MachineRuntimeTest, ABatchChainsTransitionsPerKey) {
   }
   for (const Decision& d : c.process_batch(batch)) expect_decision(d, Action::kAck, Reason::kProcessed);
   EXPECT_EQ(state_of("a"), "offline");
-  EXPECT_EQ(store_->read_entity("b").value().revision, 6u);
+  EXPECT_EQ(store_->entities()->read_entity("b").value().revision, 6u);
   EXPECT_EQ(journal_.runs().size(), 12u);
 }
 
@@ -246,7 +246,7 @@ TEST_P(MachineRuntimeTest, WithStrictOrderingTheMachineSeesVersionsInOrder) {
   expect_decision(c.process(ev("v1", 1, "online")), Action::kAck, Reason::kProcessed);
   EXPECT_EQ(journal_.versions(), (std::vector<std::uint64_t>{1, 2, 3}));
   EXPECT_EQ(state_of("p"), "online");
-  EXPECT_EQ(store_->read_entity("p").value().version, 3u);
+  EXPECT_EQ(store_->entities()->read_entity("p").value().version, 3u);
   const auto outs = journal_.outcomes();
   ASSERT_EQ(outs.size(), 2u);
   EXPECT_EQ(outs[0].from, "online");

@@ -261,14 +261,14 @@ class Checker {
       }
     }
     for (const auto& [key, last] : keys_) {
-      auto got = s.read_entity(key);
-      auto want = reference.read_entity(key);
+      auto got = s.entities()->read_entity(key);
+      auto want = reference.entities()->read_entity(key);
       if (!got.ok() || !want.ok() || got->version != want->version || got->state != want->state ||
           want->version != last || want->state != final_state(std::stoi(key.substr(1)), static_cast<int>(last))) {
         mismatch("entity " + key + " differs from the run without crashes");
       }
     }
-    auto buffered = s.buffer_summary(0);
+    auto buffered = s.entities()->buffer_summary(0);
     if (!buffered.ok() || buffered->count != 0) mismatch("the reorder buffer is not empty");
   }
 

@@ -246,7 +246,7 @@ class Driver {
   void drain_rest() {
     for (int i = 0; i < 2000; ++i) {
       consumer_.tick();
-      auto summary = store_.buffer_summary(0);
+      auto summary = store_.entities()->buffer_summary(0);
       if (!summary.ok()) die(6, summary.status().to_string());
       if (summary->count == 0) return;
       std::this_thread::sleep_for(std::chrono::milliseconds(5));

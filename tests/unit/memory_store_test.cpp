@@ -73,8 +73,8 @@ TEST(MemoryStore, ManyShortLivedRecordsBehindALiveOneStayBounded) {
 TEST(MemoryStore, EntityRecordsAndBufferAreNotEvictedByTheRecordBound) {
   auto store = memory::open({.max_records = 2, .shards = 1}).value();
   const TimePoint t0 = ManualClock().now();
-  ASSERT_TRUE(store->write_entity({.key = "k", .expect_revision = 0, .version = 1, .state = {}, .unbuffer = {}}).ok());
-  ASSERT_TRUE(store->buffer_put({.key = "k", .version = 3, .id = "m3", .message = "x", .now = t0, .limits = {}}).ok());
+  ASSERT_TRUE(store->entities()->write_entity({.key = "k", .expect_revision = 0, .version = 1, .state = {}, .unbuffer = {}}).ok());
+  ASSERT_TRUE(store->entities()->buffer_put({.key = "k", .version = 3, .id = "m3", .message = "x", .now = t0, .limits = {}}).ok());
   for (int i = 0; i < 100; ++i) {
     const std::string id = "id-" + std::to_string(i);
     CommitRequest c = commit(id, t0, milliseconds(60'000));
@@ -82,11 +82,11 @@ TEST(MemoryStore, EntityRecordsAndBufferAreNotEvictedByTheRecordBound) {
         .key = "k", .expect_revision = static_cast<std::uint64_t>(i + 1), .version = {}, .state = {}, .unbuffer = {}};
     ASSERT_TRUE(store->commit(c).ok()) << i;
   }
-  auto r = store->read_entity("k");
+  auto r = store->entities()->read_entity("k");
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->revision, 101u);
   EXPECT_EQ(r->version, 1u);
-  auto b = store->buffer_read("k", 10);
+  auto b = store->entities()->buffer_read("k", 10);
   ASSERT_TRUE(b.ok());
   ASSERT_EQ(b->size(), 1u);
   EXPECT_EQ(b->front().id, "m3");
@@ -99,16 +99,16 @@ TEST(MemoryStore, EntityRequestsBreakingARequiresAreRefused) {
   auto store = memory::open().value();
   const TimePoint t0 = ManualClock().now();
   auto code = [](const Status& s) { return s.code(); };
-  EXPECT_EQ(store->read_entity("").status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(code(store->write_entity({.key = "", .expect_revision = 0, .version = 1, .state = {}, .unbuffer = {}})),
+  EXPECT_EQ(store->entities()->read_entity("").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(code(store->entities()->write_entity({.key = "", .expect_revision = 0, .version = 1, .state = {}, .unbuffer = {}})),
             StatusCode::kInvalidArgument);
-  EXPECT_EQ(code(store->write_entity({.key = "k", .expect_revision = 0, .version = {}, .state = "", .unbuffer = {}})),
+  EXPECT_EQ(code(store->entities()->write_entity({.key = "k", .expect_revision = 0, .version = {}, .state = "", .unbuffer = {}})),
             StatusCode::kInvalidArgument);
-  EXPECT_EQ(code(store->buffer_put({.key = "", .version = 1, .id = "m", .message = "", .now = t0, .limits = {}})),
+  EXPECT_EQ(code(store->entities()->buffer_put({.key = "", .version = 1, .id = "m", .message = "", .now = t0, .limits = {}})),
             StatusCode::kInvalidArgument);
-  EXPECT_EQ(code(store->buffer_put({.key = "k", .version = 0, .id = "m", .message = "", .now = t0, .limits = {}})),
+  EXPECT_EQ(code(store->entities()->buffer_put({.key = "k", .version = 0, .id = "m", .message = "", .now = t0, .limits = {}})),
             StatusCode::kInvalidArgument);
-  EXPECT_EQ(code(store->buffer_put({.key = "k", .version = 1, .id = "", .message = "", .now = t0, .limits = {}})),
+  EXPECT_EQ(code(store->entities()->buffer_put({.key = "k", .version = 1, .id = "", .message = "", .now = t0, .limits = {}})),
             StatusCode::kInvalidArgument);
   ClaimRequest q{"m", "A", milliseconds(1000), std::nullopt, t0, ""};
   EXPECT_EQ(store->claim(q).status().code(), StatusCode::kInvalidArgument);
@@ -118,8 +118,8 @@ TEST(MemoryStore, EntityRequestsBreakingARequiresAreRefused) {
   c.entity = EntityWrite{.key = "", .expect_revision = 0, .version = 1, .state = {}, .unbuffer = {}};
   EXPECT_EQ(store->commit(c).code(), StatusCode::kInvalidArgument);
   // Nothing was written by any of them.
-  EXPECT_EQ(store->read_entity("k").value().revision, 0u);
-  EXPECT_EQ(store->buffer_summary(10).value().count, 0u);
+  EXPECT_EQ(store->entities()->read_entity("k").value().revision, 0u);
+  EXPECT_EQ(store->entities()->buffer_summary(10).value().count, 0u);
   EXPECT_EQ(store->inspect("m", t0).value()->state, RecordState::kInProgress);
 }
 

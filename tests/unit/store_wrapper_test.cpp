@@ -1,5 +1,6 @@
-// StoreWrapper forwards every virtual method of Store to the same method of its target,
-// with the same arguments, and returns the target's answer unchanged.
+// StoreWrapper forwards every virtual method of Store and of the facets its target has
+// (entities, outbox, admin) to the same method of its target, with the same arguments,
+// and returns the target's answer unchanged; it has no facet its target lacks.
 #include "idem/store_wrapper.hpp"
 
 #include <gtest/gtest.h>
@@ -12,13 +13,12 @@ namespace {
 
 // Records which of its methods was called, with the id or key it was given, and
 // answers each with a status naming the method.
-class RecordingStore final : public Store {
+class RecordingStore final : public Store, public EntityStore, public OutboxStore, public StoreAdmin {
  public:
   std::vector<std::string> calls;
 
   StoreCapabilities capabilities() const override {
     StoreCapabilities c;
-    c.entities = true;
     c.combined_commit_claim = true;
     c.false_positive_rate = 0.25;
     return c;
@@ -51,6 +51,18 @@ class RecordingStore final : public Store {
   Status buffer_remove(std::string_view key, std::uint64_t) override { return record("buffer_remove", key); }
   StatusOr<BufferSummary> buffer_summary(std::size_t) override { return record("buffer_summary", ""); }
   StatusOr<std::size_t> purge_expired(TimePoint, std::size_t) override { return record("purge_expired", ""); }
+  StatusOr<std::vector<OutboxEntry>> outbox_pending(const OutboxQuery& q) override {
+    return record("outbox_pending", q.incoming_id.value_or(std::string_view()));
+  }
+  Status outbox_mark_sent(std::span<const OutboxEntry> e, TimePoint, Duration) override {
+    return record("outbox_mark_sent", e[0].incoming_id);
+  }
+  StatusOr<RecordCounts> count_records(TimePoint) override { return record("count_records", ""); }
+  StatusOr<bool> remove_record(std::string_view id, TimePoint) override { return record("remove_record", id); }
+  StatusOr<bool> remove_entity(std::string_view key) override { return record("remove_entity", key); }
+  EntityStore* entities() override { return this; }
+  OutboxStore* outbox() override { return this; }
+  StoreAdmin* admin() override { return this; }
 
  private:
   Status record(std::string method, std::string_view arg) {
@@ -64,7 +76,6 @@ TEST(StoreWrapper, ForwardsEveryMethodToTheSameMethodOfItsTarget) {
   StoreWrapper w(target);
   EXPECT_EQ(w.target(), target);
   const StoreCapabilities c = w.capabilities();
-  EXPECT_TRUE(c.entities);
   EXPECT_TRUE(c.combined_commit_claim);
   EXPECT_EQ(c.false_positive_rate, 0.25);
 
@@ -86,14 +97,23 @@ TEST(StoreWrapper, ForwardsEveryMethodToTheSameMethodOfItsTarget) {
   note(both.claim.status());
   note(w.begin(TimePoint{}).status());
   note(w.begin_batch(TimePoint{}).status());
-  note(w.read_entity("rk").status());
-  note(w.write_entity(ew));
-  note(w.buffer_put(bp));
-  note(w.buffer_put_batch(std::span(&bp, 1))[0]);
-  note(w.buffer_read("rb", 1).status());
-  note(w.buffer_remove("rm", 1));
-  note(w.buffer_summary(1).status());
+  note(w.entities()->read_entity("rk").status());
+  note(w.entities()->write_entity(ew));
+  note(w.entities()->buffer_put(bp));
+  note(w.entities()->buffer_put_batch(std::span(&bp, 1))[0]);
+  note(w.entities()->buffer_read("rb", 1).status());
+  note(w.entities()->buffer_remove("rm", 1));
+  note(w.entities()->buffer_summary(1).status());
   note(w.purge_expired(TimePoint{}, 1).status());
+  OutboxQuery oq;
+  oq.incoming_id = "oq";
+  OutboxEntry oe;
+  oe.incoming_id = "oe";
+  note(w.outbox()->outbox_pending(oq).status());
+  note(w.outbox()->outbox_mark_sent(std::span(&oe, 1), TimePoint{}, Duration{1}));
+  note(w.admin()->count_records(TimePoint{}).status());
+  note(w.admin()->remove_record("rr", TimePoint{}).status());
+  note(w.admin()->remove_entity("re").status());
 
   const std::vector<std::string> want_calls = {
       "claim(q)",
@@ -115,6 +135,11 @@ TEST(StoreWrapper, ForwardsEveryMethodToTheSameMethodOfItsTarget) {
       "buffer_remove(rm)",
       "buffer_summary()",
       "purge_expired()",
+      "outbox_pending(oq)",
+      "outbox_mark_sent(oe)",
+      "count_records()",
+      "remove_record(rr)",
+      "remove_entity(re)",
   };
   EXPECT_EQ(target->calls, want_calls) << "each call reaches the same method, once";
   const std::vector<std::string> want_answers = {
@@ -137,8 +162,40 @@ TEST(StoreWrapper, ForwardsEveryMethodToTheSameMethodOfItsTarget) {
       "buffer_remove",
       "buffer_summary",
       "purge_expired",
+      "outbox_pending",
+      "outbox_mark_sent",
+      "count_records",
+      "remove_record",
+      "remove_entity",
   };
   EXPECT_EQ(answers, want_answers) << "the target's answers come back unchanged";
+}
+
+// Only the facets the target has, and a wrapper's own overrides of facet calls apply.
+TEST(StoreWrapper, HasExactlyTheFacetsOfItsTarget) {
+  class Bare final : public Store {
+   public:
+    StoreCapabilities capabilities() const override { return {}; }
+    StatusOr<ClaimResult> claim(const ClaimRequest&) override { return unavailable("x"); }
+    Status commit(const CommitRequest&) override { return unavailable("x"); }
+    StatusOr<std::uint32_t> release(const ReleaseRequest&) override { return unavailable("x"); }
+    Status extend(const ExtendRequest&) override { return unavailable("x"); }
+    StatusOr<std::optional<RecordInfo>> inspect(std::string_view, TimePoint) override { return unavailable("x"); }
+    StatusOr<std::size_t> purge_expired(TimePoint, std::size_t) override { return unavailable("x"); }
+  };
+  StoreWrapper bare(std::make_shared<Bare>());
+  EXPECT_EQ(bare.entities(), nullptr);
+  EXPECT_EQ(bare.outbox(), nullptr);
+  EXPECT_EQ(bare.admin(), nullptr);
+
+  class OwnRead final : public StoreWrapper {
+   public:
+    using StoreWrapper::StoreWrapper;
+    StatusOr<EntityRecord> read_entity(std::string_view) override { return not_found("own"); }
+  };
+  OwnRead own(std::make_shared<RecordingStore>());
+  ASSERT_NE(own.entities(), nullptr);
+  EXPECT_EQ(own.entities()->read_entity("k").status().message(), "own");
 }
 
 }  // namespace

@@ -100,7 +100,7 @@ EffectsIn effects_target(const ConsumerSettings& s, std::string* path) {
 // mode, each destination through the adapters this binary has (brokers.hpp).
 void enable_outbox(const ConsumerSettings& s, ConsumerOptions& o) {
   if (s.guarantee != Guarantee::kEffectivelyOnce && s.guarantee != Guarantee::kManual) return;
-  if (!o.store || !o.store->capabilities().outbox || !o.store->capabilities().transactional) return;
+  if (!o.store || o.store->outbox() == nullptr || !o.store->capabilities().transactional) return;
   o.transactional = true;
   o.outbox.publishers = [](const std::string& destination) { return open_publisher(destination); };
 }

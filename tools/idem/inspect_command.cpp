@@ -41,9 +41,11 @@ int inspect_id(OperatorSession& s, const std::string& id) {
 }
 
 int inspect_key(OperatorSession& s, const std::string& key, std::size_t limit) {
-  auto entity = s.store().read_entity(key);
+  auto entities = s.entities("reading an entity");
+  if (!entities.ok()) return s.fail(entities.status());
+  auto entity = (*entities)->read_entity(key);
   if (!entity.ok()) return s.fail(entity.status());
-  auto buffered = s.store().buffer_read(key, limit);
+  auto buffered = (*entities)->buffer_read(key, limit);
   if (!buffered.ok()) return s.fail(buffered.status());
   if (entity->revision == 0 && buffered->empty())
     return s.fail(kExitNotFound, "key " + json_text(key) + " has no entity record and nothing buffered");
@@ -53,7 +55,8 @@ int inspect_key(OperatorSession& s, const std::string& key, std::size_t limit) {
 
 // The records by status, or a line saying this store cannot count them.
 int print_counts(OperatorSession& s) {
-  auto counts = s.store().count_records(s.now());
+  auto admin = s.admin("counting records");
+  auto counts = admin.ok() ? (*admin)->count_records(s.now()) : StatusOr<RecordCounts>(admin.status());
   const bool json = s.json();
   if (!counts.ok() && counts.status().code() != StatusCode::kUnimplemented) return s.fail(counts.status());
   if (!counts.ok()) {
@@ -79,14 +82,14 @@ int print_counts(OperatorSession& s) {
 // The reorder buffer's totals and its keys, oldest gap first.
 int print_buffer(OperatorSession& s, std::size_t limit) {
   const bool json = s.json();
-  if (!s.store().capabilities().entities) {
+  if (s.store().entities() == nullptr) {
     if (json)
       std::cout << R"({"type":"buffer","kept":false})" << '\n';
     else
       std::cout << "buffer:   this store keeps no entity records or reorder buffer\n";
     return kExitOk;
   }
-  auto summary = s.store().buffer_summary(limit);
+  auto summary = s.store().entities()->buffer_summary(limit);
   if (!summary.ok()) return s.fail(summary.status());
   if (json) {
     std::cout << R"({"type":"buffer","kept":true,"count":)" << summary->count << R"(,"bytes":)" << summary->bytes
@@ -109,7 +112,7 @@ int print_buffer(OperatorSession& s, std::size_t limit) {
 // The outbox's unsent outgoing messages (all, or those of one incoming id), up to limit.
 int print_outbox(OperatorSession& s, std::optional<std::string_view> incoming, std::size_t limit) {
   const bool json = s.json();
-  if (!s.store().capabilities().outbox) {
+  if (s.store().outbox() == nullptr) {
     if (!incoming) {
       if (json)
         std::cout << R"({"type":"outbox","kept":false})" << '\n';
@@ -121,7 +124,7 @@ int print_outbox(OperatorSession& s, std::optional<std::string_view> incoming, s
   OutboxQuery q;
   q.incoming_id = incoming;
   q.max = limit + 1;
-  auto pending = s.store().outbox_pending(q);
+  auto pending = s.store().outbox()->outbox_pending(q);
   if (!pending.ok()) return s.fail(pending.status());
   if (incoming && pending->empty()) return kExitOk;  // a message with nothing unsent: no line
   const bool more = pending->size() > limit;

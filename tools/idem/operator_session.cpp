@@ -37,6 +37,16 @@ int OperatorSession::open() {
 
 std::string OperatorSession::shown_uri() const { return redact_uri(args_.store); }
 
+StatusOr<StoreAdmin*> OperatorSession::admin(std::string_view what) {
+  if (StoreAdmin* a = store_->admin()) return a;
+  return unimplemented(std::string(what) + ": not supported by this store");
+}
+
+StatusOr<EntityStore*> OperatorSession::entities(std::string_view what) {
+  if (EntityStore* e = store_->entities()) return e;
+  return unimplemented(std::string(what) + ": not supported by this store (it keeps no entity records)");
+}
+
 int OperatorSession::fail(int exit_code, std::string_view message) const {
   std::cerr << command_ << ": " << scrub_secrets(message, args_.store) << '\n';
   return exit_code;

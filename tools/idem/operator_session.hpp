@@ -40,6 +40,10 @@ class OperatorSession {
   int open();
 
   Store& store() { return *store_; }
+  // The store's operator calls and its entities, or kUnimplemented naming `what` ("…:
+  // not supported by this store") when it has none.
+  StatusOr<StoreAdmin*> admin(std::string_view what);
+  StatusOr<EntityStore*> entities(std::string_view what);
   TimePoint now() const { return now_; }
   bool json() const { return args_.json; }
   // The store URI with its password hidden.

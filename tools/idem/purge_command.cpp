@@ -43,7 +43,8 @@ class ExpiredPurge {
   ExpiredPurge(OperatorSession& s, const PurgeArgs& a) : s_(s), a_(a) {}
 
   int run() {
-    auto counts = s_.store().count_records(s_.now());
+    auto admin = s_.admin("counting records");
+    auto counts = admin.ok() ? (*admin)->count_records(s_.now()) : StatusOr<RecordCounts>(admin.status());
     if (counts.ok()) {
       expected_ = counts->expired;
       expired_before_ = counts->expired;
@@ -64,7 +65,7 @@ class ExpiredPurge {
       // some expired ids meanwhile): recount now and then, so as not to wait for
       // records that are gone.
       if (expected_ && zero_run_ > 0 && (zero_run_ & (zero_run_ - 1)) == 0) {
-        auto left = s_.store().count_records(s_.now());
+        auto left = (*admin)->count_records(s_.now());
         if (!left.ok()) {
           print();
           return s_.fail(left.status());
@@ -136,16 +137,22 @@ int purge_id(OperatorSession& s, const std::string& id, bool yes) {
     print_dry_run(s, "record");
     return kExitOk;
   }
-  auto removed = s.store().remove_record(id, s.now());
+  auto admin = s.admin("removing one record");
+  if (!admin.ok()) return s.fail(admin.status());
+  auto removed = (*admin)->remove_record(id, s.now());
   if (!removed.ok()) return s.fail(removed.status());
   print_removal(s, "id", id, *removed);
   return kExitOk;
 }
 
 int purge_key(OperatorSession& s, const std::string& key, bool yes) {
-  auto entity = s.store().read_entity(key);
+  auto admin = s.admin("removing one entity");
+  if (!admin.ok()) return s.fail(admin.status());
+  auto entities = s.entities("removing one entity");
+  if (!entities.ok()) return s.fail(entities.status());
+  auto entity = (*entities)->read_entity(key);
   if (!entity.ok()) return s.fail(entity.status());
-  auto buffered = s.store().buffer_read(key, kShownBuffered + 1);
+  auto buffered = (*entities)->buffer_read(key, kShownBuffered + 1);
   if (!buffered.ok()) return s.fail(buffered.status());
   if (entity->revision == 0 && buffered->empty())
     return s.fail(kExitNotFound, "key " + json_text(key) + " has no entity record and nothing buffered");
@@ -162,7 +169,7 @@ int purge_key(OperatorSession& s, const std::string& key, bool yes) {
     print_dry_run(s, "entity record and its buffered messages");
     return kExitOk;
   }
-  auto removed = s.store().remove_entity(key);
+  auto removed = (*admin)->remove_entity(key);
   if (!removed.ok()) return s.fail(removed.status());
   print_removal(s, "key", key, *removed);
   return kExitOk;

@@ -94,7 +94,6 @@ StoreCapabilities BloomStore::capabilities() const {
   c.false_positive_rate = options_.fp;
   c.transactional = false;
   c.native_ttl = true;
-  c.entities = false;  // keeps no entity records or reorder buffer: the Store defaults refuse them
   return c;
 }
 

@@ -174,9 +174,7 @@ StoreCapabilities PgStore::capabilities() const {
   c.shared = true;
   c.transactional = true;
   c.batch_transactions = true;
-  c.entities = true;
   c.entity_chains = true;
-  c.outbox = true;
   return c;
 }
 

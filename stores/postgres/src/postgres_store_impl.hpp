@@ -70,7 +70,11 @@ Sql make_sql(const std::string& schema, const char* name, std::string text);
 // Fills the outbox statements of t (outbox.cpp).
 void add_outbox_statements(Statements& t, const std::string& schema);
 
-class PgStore final : public Store, public std::enable_shared_from_this<PgStore> {
+class PgStore final : public Store,
+                      public EntityStore,
+                      public OutboxStore,
+                      public StoreAdmin,
+                      public std::enable_shared_from_this<PgStore> {
  public:
   explicit PgStore(Options options);
   ~PgStore() override;
@@ -79,6 +83,9 @@ class PgStore final : public Store, public std::enable_shared_from_this<PgStore>
   Status init();
 
   StoreCapabilities capabilities() const override;
+  EntityStore* entities() override { return this; }
+  OutboxStore* outbox() override { return this; }
+  StoreAdmin* admin() override { return this; }
   StatusOr<ClaimResult> claim(const ClaimRequest& request) override;
   Status commit(const CommitRequest& request) override;
   StatusOr<std::uint32_t> release(const ReleaseRequest& request) override;

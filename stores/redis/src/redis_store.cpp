@@ -178,7 +178,6 @@ StoreCapabilities RedisStoreImpl::capabilities() const {
   c.durable = true;  // survives consumer crashes; server crashes: see docs/stores.md
   c.shared = true;
   c.native_ttl = true;
-  c.entities = true;
   c.combined_commit_claim = true;
   return c;
 }

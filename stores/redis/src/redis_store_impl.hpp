@@ -57,7 +57,7 @@ Reply commit_many_answer(const Reply& r, std::size_t k, std::size_t& detail);
 // Returns kInvalidArgument naming what is wrong with `o`.
 Status validate(const Options& o);
 
-class RedisStoreImpl final : public Store {
+class RedisStoreImpl final : public Store, public EntityStore {
  public:
   RedisStoreImpl(Options o, std::unique_ptr<Executor> ex) : o_(std::move(o)), ex_(std::move(ex)) {}
 
@@ -66,6 +66,7 @@ class RedisStoreImpl final : public Store {
 
   // --- records (redis_store.cpp) ------------------------------------------------------
   StoreCapabilities capabilities() const override;
+  EntityStore* entities() override { return this; }
   StatusOr<ClaimResult> claim(const ClaimRequest& q) override;
   Status commit(const CommitRequest& q) override;
   StatusOr<std::uint32_t> release(const ReleaseRequest& q) override;

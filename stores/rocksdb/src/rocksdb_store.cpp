@@ -40,9 +40,7 @@ StoreCapabilities RocksStore::capabilities() const {
   c.probabilistic = false;
   c.transactional = true;
   c.native_ttl = true;
-  c.entities = true;
   c.entity_chains = true;
-  c.outbox = true;
   return c;
 }
 

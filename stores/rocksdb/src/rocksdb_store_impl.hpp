@@ -173,12 +173,14 @@ class EntityStaging {
   std::unordered_map<std::string, std::size_t, StringHash, std::equal_to<>> index_;  // when > kLinear
 };
 
-class RocksStore final : public Store {
+class RocksStore final : public Store, public EntityStore, public OutboxStore {
  public:
   RocksStore() = default;
   ~RocksStore() override;
 
   StoreCapabilities capabilities() const override;
+  EntityStore* entities() override { return this; }
+  OutboxStore* outbox() override { return this; }
   StatusOr<ClaimResult> claim(const ClaimRequest& request) override;
   Status commit(const CommitRequest& request) override;
   StatusOr<std::uint32_t> release(const ReleaseRequest& request) override;

@@ -114,9 +114,7 @@ StoreCapabilities SqliteStore::capabilities() const {
   c.shared = shared();
   c.transactional = true;
   c.batch_transactions = true;
-  c.entities = true;
   c.entity_chains = true;
-  c.outbox = true;
   return c;
 }
 

@@ -36,7 +36,11 @@ struct Connection {
   ~Connection() { sqlite3_close_v2(db); }
 };
 
-class SqliteStore final : public Store, public std::enable_shared_from_this<SqliteStore> {
+class SqliteStore final : public Store,
+                          public EntityStore,
+                          public OutboxStore,
+                          public StoreAdmin,
+                          public std::enable_shared_from_this<SqliteStore> {
  public:
   // Takes the open connection `db`, whose schema ensure_schema() has checked.
   SqliteStore(sqlite3* db, Options options);
@@ -45,6 +49,9 @@ class SqliteStore final : public Store, public std::enable_shared_from_this<Sqli
   Status prepare();
 
   StoreCapabilities capabilities() const override;
+  EntityStore* entities() override { return this; }
+  OutboxStore* outbox() override { return this; }
+  StoreAdmin* admin() override { return this; }
   StatusOr<ClaimResult> claim(const ClaimRequest& request) override;
   Status commit(const CommitRequest& request) override;
   StatusOr<std::uint32_t> release(const ReleaseRequest& request) override;

@@ -2,7 +2,7 @@
 // Not durable. Bounded by a record count (oldest records are evicted first, and an
 // evicted id is forgotten) and by TTL. Thread-safe; sharded by id hash so threads
 // rarely contend. Keeps entity records and the reorder buffer
-// (capabilities().entities): entity records are neither evicted nor expired, so they
+// (Store::entities()): entity records are neither evicted nor expired, so they
 // grow with the number of distinct entity keys; the buffer is bounded by each
 // buffer_put's BufferLimits.
 #pragma once

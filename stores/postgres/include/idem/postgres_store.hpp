@@ -35,7 +35,7 @@
 // Entity records and the reorder buffer (entity.hpp): a commit with an entity write is
 // one transaction (record, revision compare-and-set, buffer removal).
 //
-// The outbox (capabilities().outbox): a commit with CommitRequest::outbox entries is
+// The outbox (Store::outbox()): a commit with CommitRequest::outbox entries is
 // one transaction (the record, then one INSERT of every entry); a commit batch with
 // entries is one transaction whose last statement inserts the entries of every item
 // written. outbox_mark_sent is one UPDATE of the whole span; purge_expired removes

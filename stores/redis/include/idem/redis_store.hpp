@@ -1,7 +1,7 @@
 // redis://… — the shared store (idem::redis): one dedup state for many consumer
 // processes on many machines, on a standalone Redis server or a Redis Cluster.
 //
-// Entities (capabilities().entities): entity records and the reorder buffer of
+// Entities (Store::entities()): entity records and the reorder buffer of
 // entity.hpp. Every key of one entity shares the entity's hash tag; on a cluster the
 // record of an id claimed with an entity key does too (key_of(store, id,
 // entity_key)), so a commit with an entity write is one script in one slot. The

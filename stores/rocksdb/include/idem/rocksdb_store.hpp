@@ -27,7 +27,7 @@
 // WriteBatch (the record, the cleared retry count and, in transactional mode, the
 // handler's writes), written under the same lock.
 //
-// Entity records (capabilities().entities): an entity write is a compare-and-set
+// Entity records (Store::entities()): an entity write is a compare-and-set
 // made under the lock stripe of the entity key (taken with the id's stripe, in stripe
 // order, by a commit), and lands in the commit's one WriteBatch with the dedup record
 // and the removal of the unbuffered entry. Up to Options::entity_cache records are

@@ -9,7 +9,7 @@
 //   - LeaseMode::kShared: in the file, so several processes on one host can share it.
 //     Costs a second write transaction per message (the claim).
 //
-// Entity records and the reorder buffer (entity.hpp): capabilities().entities is true
+// Entity records and the reorder buffer (entity.hpp): Store::entities() is not null
 // in both lease modes. A claim with entity_key reads the key's record in the same step
 // (leases=shared: in the claim's write transaction). A commit with `entity` writes the
 // dedup record, the entity compare-and-set and the buffer removal in one write
