@@ -10,7 +10,7 @@
 
 #include "idem/consumer.hpp"
 #include "idem/memory_store.hpp"
-#include "idem/store_wrapper.hpp"
+#include "idem/backend/store_wrapper.hpp"
 #include "raw_sqlite.hpp"
 #ifdef IDEM_BENCH_WITH_SQLITE_STORE
 #include "idem/sqlite_store.hpp"

@@ -32,7 +32,7 @@
 #include "idem/redis_stream_source.hpp"
 #include "idem/rocksdb_store.hpp"
 #include "idem/sqlite_store.hpp"
-#include "idem/store_uri.hpp"
+#include "idem/backend/store_uri.hpp"
 
 namespace {
 

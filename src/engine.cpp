@@ -1,6 +1,6 @@
 // The engine: options, the HandlerContext calls, and the batch path of the pipeline
 // (pipeline.hpp).
-#include "idem/engine.hpp"
+#include "idem/detail/engine.hpp"
 
 #include <unistd.h>
 
@@ -72,7 +72,7 @@ Status Engine::extend_lease(HandlerContext& ctx, Duration lease) {
 // handler's writes roll back alone and the rest commit together. When the batch's
 // commit fails nothing landed: every decision that is not bad_message becomes the
 // store failure's retry (the metrics count both).
-std::vector<Decision> Pipeline::process_batch_in_one_transaction(std::span<const MessageView> ms, HandlerThunk h) {
+std::vector<Decision> Pipeline::process_batch_in_one_transaction(std::span<const MessageView> ms, detail::HandlerThunk h) {
   std::vector<Decision> out(ms.size());
   auto batch = timed_store([&] { return impl_.store->begin_batch(read_clock()); });
   if (!batch.ok()) {
@@ -106,7 +106,7 @@ bool Pipeline::batch_in_one_transaction(std::size_t n) const {
          impl_.store->capabilities().batch_transactions;
 }
 
-std::vector<Decision> Pipeline::process_batch(std::span<const MessageView> ms, HandlerThunk h) {
+std::vector<Decision> Pipeline::process_batch(std::span<const MessageView> ms, detail::HandlerThunk h) {
   if (o_.guarantee == Guarantee::kEffectivelyOnce && !o_.transactional && entity_gated(o_))
     return process_batch_gated(ms, h);
   if (batch_in_one_transaction(ms.size())) return process_batch_in_one_transaction(ms, h);
@@ -203,7 +203,7 @@ std::vector<Decision> Pipeline::process_batch(std::span<const MessageView> ms, H
   return out;
 }
 
-std::size_t Engine::tick(HandlerThunk handler) {
+std::size_t Engine::tick(detail::HandlerThunk handler) {
   if (impl_->dispatcher) {
     (void)impl_->dispatcher->flush_marks(impl_->now());  // idle: nothing else carries them
     impl_->dispatcher->maybe_resend(impl_->now());
@@ -215,13 +215,13 @@ void Engine::reset_watermark(std::string_view stream, std::uint64_t position) {
   impl_->watermarks.reset(stream, position);
 }
 
-Decision Engine::process(const MessageView& m, HandlerThunk handler, std::size_t index) {
+Decision Engine::process(const MessageView& m, detail::HandlerThunk handler, std::size_t index) {
   if (impl_->dispatcher) impl_->dispatcher->maybe_resend(impl_->now());
   if (impl_->lookahead.held()) return process_ahead(m, handler, nullptr, index);  // lookahead.cpp
   return Pipeline(*this, opts_, *impl_, *metrics_).process(m, handler, index);
 }
 
-std::vector<Decision> Engine::process_batch(std::span<const MessageView> ms, HandlerThunk handler) {
+std::vector<Decision> Engine::process_batch(std::span<const MessageView> ms, detail::HandlerThunk handler) {
   if (impl_->dispatcher) impl_->dispatcher->maybe_resend(impl_->now());
   if (impl_->lookahead.held()) (void)flush_lookahead();  // lookahead.cpp
   return Pipeline(*this, opts_, *impl_, *metrics_).process_batch(ms, handler);

@@ -48,7 +48,7 @@ std::optional<Decision> Pipeline::watermark_filter(const MessageView& m) const {
 }
 
 std::optional<Decision> Pipeline::gate(const MessageView& m, const ClaimResult& c, std::optional<std::uint64_t> fp,
-                                       HandlerThunk h, std::size_t index, Gate& g) {
+                                       detail::HandlerThunk h, std::size_t index, Gate& g) {
   g.key = *m.key;
   g.revision = c.entity.revision;
   const Ordering mode = o_.ordering.mode;
@@ -103,7 +103,7 @@ std::optional<Decision> Pipeline::gate(const MessageView& m, const ClaimResult& 
   return std::nullopt;
 }
 
-Decision Pipeline::buffer_early(const MessageView& m, std::optional<std::uint64_t> fp, HandlerThunk h,
+Decision Pipeline::buffer_early(const MessageView& m, std::optional<std::uint64_t> fp, detail::HandlerThunk h,
                                 std::size_t index, std::uint64_t expected) {
   std::string message = frame_buffered(m.event.value_or(""), h.encode(h.self, index));
   if (deferred_puts_ != nullptr) {
@@ -144,7 +144,7 @@ Decision Pipeline::after_buffer_put(const MessageView& m, std::optional<std::uin
   return d;
 }
 
-std::size_t Pipeline::drain(std::string_view key, HandlerThunk h) {
+std::size_t Pipeline::drain(std::string_view key, detail::HandlerThunk h) {
   {
     std::lock_guard lock(impl_.buffered_mu);
     auto nb =
@@ -181,7 +181,7 @@ std::size_t Pipeline::drain(std::string_view key, HandlerThunk h) {
   return drained;
 }
 
-bool Pipeline::run_buffered(const BufferEntry& e, HandlerThunk h) {
+bool Pipeline::run_buffered(const BufferEntry& e, detail::HandlerThunk h) {
   const TimePoint start = read_clock();
   ClaimRequest req{e.id, o_.owner, o_.lease, std::nullopt, start, e.key};
   auto claim = timed_store([&] { return impl_.store->claim(req); });
@@ -298,7 +298,7 @@ void Pipeline::report(const BufferEntry& e, const Decision& d, const Gate* g) {
   o_.on_buffered(out);
 }
 
-std::size_t Pipeline::run_buffer_timers(HandlerThunk h) {
+std::size_t Pipeline::run_buffer_timers(detail::HandlerThunk h) {
   if (o_.ordering.mode != Ordering::kStrict) return 0;
   constexpr std::size_t kKeysPerTick = 256;
   auto summary =
@@ -324,7 +324,7 @@ std::size_t Pipeline::run_buffer_timers(HandlerThunk h) {
   return moved;
 }
 
-std::size_t Pipeline::apply_gap_policy(const BufferedKey& k, HandlerThunk h) {
+std::size_t Pipeline::apply_gap_policy(const BufferedKey& k, detail::HandlerThunk h) {
   auto ent = timed_store([&] { return impl_.store->entities()->read_entity(k.key); });
   auto entries = timed_store([&] { return impl_.store->entities()->buffer_read(k.key, o_.ordering.limits.per_key); });
   if (!ent.ok() || !entries.ok() || entries->empty()) return 0;

@@ -14,11 +14,11 @@ constexpr std::size_t kAbsorbAhead = 16;
 
 }  // namespace
 
-std::vector<Decision> Pipeline::process_batch_gated(std::span<const MessageView> ms, HandlerThunk h) {
+std::vector<Decision> Pipeline::process_batch_gated(std::span<const MessageView> ms, detail::HandlerThunk h) {
   return GatedBatch(*this, ms, h).run();
 }
 
-GatedBatch::GatedBatch(Pipeline& p, std::span<const MessageView> ms, HandlerThunk h)
+GatedBatch::GatedBatch(Pipeline& p, std::span<const MessageView> ms, detail::HandlerThunk h)
     : p_(p),
       o_(p.o_),
       store_(*p.impl_.store),

@@ -42,7 +42,7 @@ namespace idem::detail {
 class GatedBatch {
  public:
   // REQUIRES: p's consumer is entity-gated, effectively_once, not transactional.
-  GatedBatch(Pipeline& p, std::span<const MessageView> ms, HandlerThunk h);
+  GatedBatch(Pipeline& p, std::span<const MessageView> ms, detail::HandlerThunk h);
 
   // Decides every message of the batch, in input order. Call once.
   std::vector<Decision> run();
@@ -155,7 +155,7 @@ class GatedBatch {
   const ConsumerOptions& o_;
   Store& store_;
   const std::span<const MessageView> ms_;
-  const HandlerThunk h_;
+  const detail::HandlerThunk h_;
   const bool strict_;  // Ordering::kStrict
   const bool chains_;  // the store's entity_chains
 

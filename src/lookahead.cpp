@@ -78,7 +78,7 @@ Status Lookahead::release(const Claimed& c, Store& store, const std::string& own
 
 Status Engine::flush_lookahead() { return impl_->lookahead.flush(); }
 
-Decision Engine::process_ahead(const MessageView& m, HandlerThunk h, const MessageView* next, std::size_t index) {
+Decision Engine::process_ahead(const MessageView& m, detail::HandlerThunk h, const MessageView* next, std::size_t index) {
   Pipeline p(*this, opts_, *impl_, *metrics_);
   Lookahead& la = impl_->lookahead;
   if (!lookahead_applies(opts_, *impl_)) {

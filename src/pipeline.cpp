@@ -161,7 +161,7 @@ void Pipeline::finish(const MessageView& m, const Decision& d, std::optional<Tim
            wait, work, wait >= work ? "queue wait (the timer started before the handler did)" : "handler time");
 }
 
-Decision Pipeline::at_least_once(const MessageView& m, HandlerThunk h, std::size_t index, TimePoint& start) {
+Decision Pipeline::at_least_once(const MessageView& m, detail::HandlerThunk h, std::size_t index, TimePoint& start) {
   start = read_clock();
   // No durable count here: the broker's delivery count (if extracted) caps retries.
   const std::uint32_t delivered = std::max<std::uint32_t>(m.delivery_count.value_or(1), 1);
@@ -175,7 +175,7 @@ Decision Pipeline::at_least_once(const MessageView& m, HandlerThunk h, std::size
   return d;
 }
 
-Decision Pipeline::at_most_once(const MessageView& m, HandlerThunk h, std::size_t index, TimePoint& start) {
+Decision Pipeline::at_most_once(const MessageView& m, detail::HandlerThunk h, std::size_t index, TimePoint& start) {
   const auto fp = fingerprint_of(m);
   start = read_clock();
   auto claim = timed_store([&] { return impl_.store->claim({*m.id, o_.owner, o_.lease, fp, start, std::nullopt}); });
@@ -199,7 +199,7 @@ Decision Pipeline::at_most_once(const MessageView& m, HandlerThunk h, std::size_
   return d;
 }
 
-Decision Pipeline::effectively_once(const MessageView& m, HandlerThunk h, std::size_t index, TimePoint& start) {
+Decision Pipeline::effectively_once(const MessageView& m, detail::HandlerThunk h, std::size_t index, TimePoint& start) {
   const auto fp = fingerprint_of(m);
   start = read_clock();  // the lease starts when the handler starts, not at receipt
   ClaimRequest req{*m.id, o_.owner, o_.lease, fp, start, std::nullopt};
@@ -271,7 +271,7 @@ Decision Pipeline::dead_letter_now(EntityKey key, std::string_view id, std::opti
   return Decision::dead_letter(why, std::move(detail));
 }
 
-Decision Pipeline::fail_open_or_closed(const MessageView& m, HandlerThunk h, std::size_t index, const Status& s,
+Decision Pipeline::fail_open_or_closed(const MessageView& m, detail::HandlerThunk h, std::size_t index, const Status& s,
                                        TimePoint start) {
   if (o_.on_store_failure == StoreFailurePolicy::kFailClosed) return store_failure(s);
   log_error(impl_.log, "idem: FAIL-OPEN: store unavailable ({}); running the handler for id {} without dedup",
@@ -284,7 +284,7 @@ Decision Pipeline::fail_open_or_closed(const MessageView& m, HandlerThunk h, std
   return d;
 }
 
-Decision Pipeline::process(const MessageView& m, HandlerThunk h, std::size_t index) {
+Decision Pipeline::process(const MessageView& m, detail::HandlerThunk h, std::size_t index) {
   std::optional<TimePoint> start;
   Decision d = decide(m, h, index, start);
   if (start && m.received_at) metrics_.queue_wait.record(*start - *m.received_at);
@@ -295,7 +295,7 @@ Decision Pipeline::process(const MessageView& m, HandlerThunk h, std::size_t ind
   return d;
 }
 
-Decision Pipeline::decide(const MessageView& m, HandlerThunk h, std::size_t index, std::optional<TimePoint>& start) {
+Decision Pipeline::decide(const MessageView& m, detail::HandlerThunk h, std::size_t index, std::optional<TimePoint>& start) {
   if (auto bad_decision = validate(m)) return std::move(*bad_decision);
   if (o_.ordering.mode != Ordering::kNone || entity_gated(o_)) {
     if (auto bad_decision = validate_entity(m)) return std::move(*bad_decision);
@@ -315,7 +315,7 @@ Decision Pipeline::decide(const MessageView& m, HandlerThunk h, std::size_t inde
   return effectively_once(m, h, index, *start);
 }
 
-void Pipeline::maybe_run_buffer_timers(HandlerThunk h) {
+void Pipeline::maybe_run_buffer_timers(detail::HandlerThunk h) {
   if (o_.ordering.mode != Ordering::kStrict) return;
   const std::int64_t now = impl_.now().time_since_epoch().count();
   std::int64_t last = impl_.last_timers_ns.load(std::memory_order_relaxed);

@@ -10,7 +10,7 @@
 #include <unordered_map>
 
 #include "dispatcher.hpp"
-#include "idem/engine.hpp"
+#include "idem/detail/engine.hpp"
 #include "idem/fingerprint.hpp"
 #include "idem/state_gate.hpp"
 #include "log.hpp"
@@ -208,20 +208,20 @@ class Pipeline {
   // --- the paths of each guarantee -------------------------------------------------
 
   // Each runs m's handler under its guarantee and sets `start` to when it started.
-  Decision at_least_once(const MessageView& m, HandlerThunk h, std::size_t index, TimePoint& start);
+  Decision at_least_once(const MessageView& m, detail::HandlerThunk h, std::size_t index, TimePoint& start);
 
-  Decision at_most_once(const MessageView& m, HandlerThunk h, std::size_t index, TimePoint& start);
+  Decision at_most_once(const MessageView& m, detail::HandlerThunk h, std::size_t index, TimePoint& start);
 
   // effectively_once and manual.
-  Decision effectively_once(const MessageView& m, HandlerThunk h, std::size_t index, TimePoint& start);
+  Decision effectively_once(const MessageView& m, detail::HandlerThunk h, std::size_t index, TimePoint& start);
 
   // The handler of message `index` as an invocation for run_claimed.
   struct IndexedHandler {
-    HandlerThunk h;
+    detail::HandlerThunk h;
     std::size_t index;
     HandlerResult operator()(HandlerContext& ctx) const { return h.call(h.self, index, ctx); }
   };
-  static IndexedHandler handler_of(HandlerThunk h, std::size_t index) { return {h, index}; }
+  static IndexedHandler handler_of(detail::HandlerThunk h, std::size_t index) { return {h, index}; }
 
   // Runs the handler (`invoke(ctx)`) of `subject` under a lease already taken at
   // `start`, in a transaction of its own when transactional, then commits (with the
@@ -256,10 +256,10 @@ class Pipeline {
   // decision if the message must not run now (the lease is then released or the id
   // committed); else fills `g` for the commit.
   std::optional<Decision> gate(const MessageView& m, const ClaimResult& c, std::optional<std::uint64_t> fp,
-                               HandlerThunk h, std::size_t index, Gate& g);
+                               detail::HandlerThunk h, std::size_t index, Gate& g);
   // Strict ordering: puts an early version into the reorder buffer; with
   // deferred_puts_ set, queues the put there and answers a placeholder.
-  Decision buffer_early(const MessageView& m, std::optional<std::uint64_t> fp, HandlerThunk h, std::size_t index,
+  Decision buffer_early(const MessageView& m, std::optional<std::uint64_t> fp, detail::HandlerThunk h, std::size_t index,
                         std::uint64_t expected);
   // The decision for an early version whose put answered `s`; releases its claim
   // (except when it is dead-lettered).
@@ -275,15 +275,15 @@ class Pipeline {
   };
   // Runs the buffered successors of key that are next in order. Returns how many left
   // the buffer.
-  std::size_t drain(std::string_view key, HandlerThunk h);
+  std::size_t drain(std::string_view key, detail::HandlerThunk h);
   // One buffered entry whose version is next: claim, gate, handler, commit. Returns
   // false when the drain must stop (a failure to retry later, or a lease held elsewhere).
-  bool run_buffered(const BufferEntry& e, HandlerThunk h);
+  bool run_buffered(const BufferEntry& e, detail::HandlerThunk h);
   // Engine::tick(): drains keys whose next version is buffered, applies the gap policy,
   // refreshes the buffer gauges.
-  std::size_t run_buffer_timers(HandlerThunk h);
+  std::size_t run_buffer_timers(detail::HandlerThunk h);
   // Returns how many buffered messages left the buffer.
-  std::size_t apply_gap_policy(const BufferedKey& k, HandlerThunk h);
+  std::size_t apply_gap_policy(const BufferedKey& k, detail::HandlerThunk h);
   // Watermark: the decision for a position at or below the stream's watermark.
   std::optional<Decision> watermark_filter(const MessageView& m) const;
   void report(const BufferEntry& e, const Decision& d, const Gate* g);
@@ -295,26 +295,26 @@ class Pipeline {
 
   // The store failed (s) on m's claim: a retry (fail-closed), or m's handler run without
   // dedup (fail-open).
-  Decision fail_open_or_closed(const MessageView& m, HandlerThunk h, std::size_t index, const Status& s,
+  Decision fail_open_or_closed(const MessageView& m, detail::HandlerThunk h, std::size_t index, const Status& s,
                                TimePoint start);
 
   // The single-message path: validates, gates and decides m, then counts the decision.
-  Decision process(const MessageView& m, HandlerThunk h, std::size_t index);
+  Decision process(const MessageView& m, detail::HandlerThunk h, std::size_t index);
   // process() before the counting: m's decision; sets `start` when m reached its
   // guarantee's path (when its handler or decision started).
-  Decision decide(const MessageView& m, HandlerThunk h, std::size_t index, std::optional<TimePoint>& start);
+  Decision decide(const MessageView& m, detail::HandlerThunk h, std::size_t index, std::optional<TimePoint>& start);
 
   // Strict ordering: runs run_buffer_timers() when gap_timeout / 4 has passed since
   // they last ran (one thread at a time).
-  void maybe_run_buffer_timers(HandlerThunk h);
+  void maybe_run_buffer_timers(detail::HandlerThunk h);
 
-  std::vector<Decision> process_batch(std::span<const MessageView> ms, HandlerThunk h);
+  std::vector<Decision> process_batch(std::span<const MessageView> ms, detail::HandlerThunk h);
   // process_batch for transactional consumers: one store transaction per batch, a
   // savepoint per message (engine.cpp), when batch_in_one_transaction(ms.size()).
-  std::vector<Decision> process_batch_in_one_transaction(std::span<const MessageView> ms, HandlerThunk h);
+  std::vector<Decision> process_batch_in_one_transaction(std::span<const MessageView> ms, detail::HandlerThunk h);
   bool batch_in_one_transaction(std::size_t n) const;
   // process_batch for entity-gated consumers (a GatedBatch, gated_batch.hpp).
-  std::vector<Decision> process_batch_gated(std::span<const MessageView> ms, HandlerThunk h);
+  std::vector<Decision> process_batch_gated(std::span<const MessageView> ms, detail::HandlerThunk h);
 
   Engine& engine_;
   const ConsumerOptions& o_;

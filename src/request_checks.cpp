@@ -1,5 +1,5 @@
-// The request checks every store makes (idem/request_checks.hpp).
-#include "idem/request_checks.hpp"
+// The request checks every store makes (idem/backend/request_checks.hpp).
+#include "idem/backend/request_checks.hpp"
 
 #include <string>
 

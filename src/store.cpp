@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "idem/request_checks.hpp"
+#include "idem/backend/request_checks.hpp"
 
 namespace idem {
 

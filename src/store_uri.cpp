@@ -1,4 +1,4 @@
-#include "idem/store_uri.hpp"
+#include "idem/backend/store_uri.hpp"
 
 #include <algorithm>
 #include <cctype>

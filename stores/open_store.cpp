@@ -7,7 +7,7 @@
 #include <utility>
 
 #include "idem/memory_store.hpp"
-#include "idem/store_uri.hpp"
+#include "idem/backend/store_uri.hpp"
 #ifdef IDEM_WITH_SQLITE
 #include "idem/sqlite_store.hpp"
 #endif

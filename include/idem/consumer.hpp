@@ -23,7 +23,7 @@
 #include <utility>
 #include <vector>
 
-#include "idem/engine.hpp"
+#include "idem/detail/engine.hpp"
 #include "idem/message.hpp"
 
 namespace idem {
@@ -119,7 +119,7 @@ class Consumer {
       auto* c = static_cast<Call*>(p);
       return c->self->extractors_.encode(c->ms[i]);
     }
-    HandlerThunk thunk() {
+    detail::HandlerThunk thunk() {
       if (!(self->extractors_.encode && self->extractors_.decode)) return {this, &Call::invoke, nullptr, nullptr};
       return {this, &Call::invoke, &Call::encode, &Call::invoke_encoded};
     }

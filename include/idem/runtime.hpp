@@ -3,7 +3,8 @@
 // per entity key, in arrival order, different keys in parallel — and applies each
 // Decision to the broker on its own loop thread (docs/runtime.md).
 //
-//   idem::RedisStreamSource source = ...;          // or any MessageSource
+//   auto source = idem::redis_streams::open(                 // or any MessageSource
+//       idem::redis_streams::parse_uri("redis-stream://127.0.0.1:6379/orders?group=g").value()).value();
 //   auto consumer = idem::Consumer<Order>::create(opts, ex, handler).value();
 //   idem::RuntimeOptions ro;
 //   ro.workers = 4;
@@ -26,6 +27,7 @@
 #include <vector>
 
 #include "idem/consumer.hpp"
+#include "idem/detail/runtime_loop.hpp"
 #include "idem/metrics.hpp"
 #include "idem/source.hpp"
 
@@ -112,53 +114,6 @@ class RuntimeMetrics {
   std::atomic<std::uint64_t> backlog_{0};
 };
 
-namespace detail {
-
-// One fetched delivery inside the runtime.
-struct WorkItem {
-  virtual ~WorkItem() = default;
-  Delivery delivery;
-  std::string key;       // the entity key; runs after earlier items of the same key
-  bool keyed = false;    // false: runs freely
-  bool decided = false;  // decided when prepared (e.g. a body that cannot be parsed)
-  Decision decision;
-};
-
-// What the loop needs from the typed part of Runtime<Msg>.
-class WorkProcessor {
- public:
-  virtual ~WorkProcessor() = default;
-  // On the loop thread: parses the delivery and sets key/keyed, or decides it.
-  virtual std::unique_ptr<WorkItem> prepare(Delivery d) = 0;
-  // On a worker thread: sets the decision of every item (their keys are distinct).
-  virtual void process(std::span<WorkItem* const> items) = 0;
-  // On the loop thread while nothing is in flight: Consumer::tick().
-  virtual std::size_t tick() = 0;
-  // On the loop thread, right after the item's decision was applied to the broker (or
-  // the delivery was held).
-  virtual void applied(const WorkItem& item) = 0;
-};
-
-// The loop and its workers (src/runtime/loop.cpp).
-class Loop {
- public:
-  Loop(const RuntimeOptions& options, MessageSource& source, WorkProcessor& processor, RuntimeMetrics& metrics);
-  ~Loop();
-  Loop(const Loop&) = delete;
-  Loop& operator=(const Loop&) = delete;
-  Status run();
-  void stop() { stop_.store(true, std::memory_order_relaxed); }
-
- private:
-  struct Impl;
-  std::atomic<bool> stop_{false};
-  std::unique_ptr<Impl> impl_;
-};
-
-// Returns kInvalidArgument naming the option when `o` cannot be used.
-Status validate(const RuntimeOptions& o);
-
-}  // namespace detail
 
 template <class Msg>
 class Runtime {

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "idem/request_checks.hpp"
+#include "idem/backend/request_checks.hpp"
 
 namespace idem::memory_detail {
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "idem/request_checks.hpp"
+#include "idem/backend/request_checks.hpp"
 #include "memory_entities.hpp"
 #include "record_table.hpp"
 #include "shard_lock.hpp"

@@ -13,7 +13,7 @@
 
 #include "idem/idem.hpp"
 #include "idem/open_store.hpp"
-#include "idem/store_wrapper.hpp"
+#include "idem/backend/store_wrapper.hpp"
 
 namespace idem {
 namespace {

@@ -17,7 +17,7 @@
 #include "conformance/store_conformance.hpp"
 #include "idem/bloom_store.hpp"
 #include "idem/memory_store.hpp"
-#include "idem/store_wrapper.hpp"
+#include "idem/backend/store_wrapper.hpp"
 
 namespace idem::conformance {
 namespace {

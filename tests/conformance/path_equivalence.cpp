@@ -37,7 +37,7 @@
 #include "idem/consumer.hpp"
 #include "idem/runtime.hpp"
 #include "idem/state_gate.hpp"
-#include "idem/store_wrapper.hpp"
+#include "idem/backend/store_wrapper.hpp"
 
 namespace idem::conformance {
 namespace {

@@ -713,7 +713,7 @@ TEST_P(StoreConformance, CommitBatchAnswersLikeSingleCommitsWithPerItemFailures)
 
 // --- requests breaking a REQUIRES ----------------------------------------------------
 
-// Every store refuses the requests the contract forbids (idem/request_checks.hpp) with
+// Every store refuses the requests the contract forbids (idem/backend/request_checks.hpp) with
 // kInvalidArgument, and writes nothing for them.
 TEST_P(StoreConformance, RequestsBreakingARequiresAreRefused) {
   const TimePoint t0 = clock_.now();

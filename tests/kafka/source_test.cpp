@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "idem/kafka_source.hpp"
-#include "idem/store_uri.hpp"
+#include "idem/backend/store_uri.hpp"
 #include "support/kafka_server.hpp"
 
 namespace idem::kafka {

@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "idem/store_wrapper.hpp"
+#include "idem/backend/store_wrapper.hpp"
 
 namespace idem::ordering_test {
 

@@ -2,7 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "idem/pulsar_source.hpp"
-#include "idem/store_uri.hpp"
+#include "idem/backend/store_uri.hpp"
 #include "message_id.hpp"
 
 namespace idem::pulsar {

@@ -11,7 +11,7 @@
 
 #include "idem/consumer.hpp"
 #include "idem/fingerprint.hpp"
-#include "idem/store_wrapper.hpp"
+#include "idem/backend/store_wrapper.hpp"
 #include "test_util.hpp"
 
 namespace idem::redis_test {

@@ -8,7 +8,7 @@
 #include <chrono>
 #include <fstream>
 
-#include "idem/store_uri.hpp"
+#include "idem/backend/store_uri.hpp"
 #include "sqlite_test_util.hpp"
 
 namespace idem::sqlite::testing {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "idem/idem.hpp"
+#include "idem/backend/store_wrapper.hpp"
 #include "idem/open_store.hpp"
 #ifdef IDEM_DOC_EXAMPLES_WITH_SQLITE
 #include "idem/sqlite_store.hpp"
@@ -408,7 +409,7 @@ TEST(DocExamples, MachineGateHeaderExampleSetsTheGate) {
 }
 #endif
 
-// --- include/idem/store_wrapper.hpp, the example at the top --------------------------
+// --- include/idem/backend/store_wrapper.hpp, the example at the top --------------------------
 
 namespace wrapper {
 

@@ -1,5 +1,5 @@
 // Metrics counters and histograms, the Prometheus text, and the ack-timeout watchdog.
-#include "idem/store_wrapper.hpp"
+#include "idem/backend/store_wrapper.hpp"
 #include "unit/consumer_test_support.hpp"
 
 namespace idem::test {

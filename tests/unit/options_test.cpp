@@ -1,5 +1,5 @@
 // Contradictory options fail at create() with kInvalidArgument naming the option.
-#include "idem/store_wrapper.hpp"
+#include "idem/backend/store_wrapper.hpp"
 #include "unit/consumer_test_support.hpp"
 
 namespace idem::test {

@@ -1,6 +1,6 @@
-// The request checks every store makes (idem/request_checks.hpp) and the entity-chain
+// The request checks every store makes (idem/backend/request_checks.hpp) and the entity-chain
 // rule of commit_batch.
-#include "idem/request_checks.hpp"
+#include "idem/backend/request_checks.hpp"
 
 #include <gtest/gtest.h>
 

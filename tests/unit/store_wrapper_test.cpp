@@ -1,7 +1,7 @@
 // StoreWrapper forwards every virtual method of Store and of the facets its target has
 // (entities, outbox, admin) to the same method of its target, with the same arguments,
 // and returns the target's answer unchanged; it has no facet its target lacks.
-#include "idem/store_wrapper.hpp"
+#include "idem/backend/store_wrapper.hpp"
 
 #include <gtest/gtest.h>
 

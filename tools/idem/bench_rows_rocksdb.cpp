@@ -11,7 +11,7 @@
 #include <unordered_set>
 
 #include "bench_rows.hpp"
-#include "idem/store_uri.hpp"
+#include "idem/backend/store_uri.hpp"
 
 namespace idem::cli {
 namespace {

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "bench_rows.hpp"
-#include "idem/store_uri.hpp"
+#include "idem/backend/store_uri.hpp"
 
 namespace idem::cli {
 namespace {

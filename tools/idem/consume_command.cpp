@@ -19,7 +19,7 @@
 #include "exit_codes.hpp"
 #include "idem/consumer.hpp"
 #include "idem/runtime.hpp"
-#include "idem/store_uri.hpp"
+#include "idem/backend/store_uri.hpp"
 #include "trace_line.hpp"
 
 namespace idem::cli {

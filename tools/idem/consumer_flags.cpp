@@ -7,7 +7,7 @@
 
 #include "exit_codes.hpp"
 #include "idem/open_store.hpp"
-#include "idem/store_uri.hpp"
+#include "idem/backend/store_uri.hpp"
 
 #ifdef IDEM_TOOL_WITH_MACHINE
 #include "idem/machine_gate.hpp"

@@ -8,7 +8,7 @@
 
 #include "commands.hpp"
 #include "exit_codes.hpp"
-#include "idem/store_uri.hpp"
+#include "idem/backend/store_uri.hpp"
 #include "operator_session.hpp"
 
 namespace idem::cli {

@@ -9,7 +9,7 @@
 
 #include "exit_codes.hpp"
 #include "idem/open_store.hpp"
-#include "idem/store_uri.hpp"
+#include "idem/backend/store_uri.hpp"
 
 namespace idem::cli {
 

@@ -13,7 +13,7 @@
 #include "brokers.hpp"
 #include "commands.hpp"
 #include "exit_codes.hpp"
-#include "idem/store_uri.hpp"
+#include "idem/backend/store_uri.hpp"
 
 namespace idem::cli {
 namespace {

@@ -5,7 +5,7 @@
 #include <chrono>
 #include <memory>
 
-#include "idem/store_uri.hpp"
+#include "idem/backend/store_uri.hpp"
 
 namespace idem::kafka::detail {
 namespace {

@@ -2,7 +2,7 @@
 #include <array>
 
 #include "idem/pulsar_source.hpp"
-#include "idem/store_uri.hpp"
+#include "idem/backend/store_uri.hpp"
 
 namespace idem::pulsar {
 namespace {

@@ -9,7 +9,7 @@
 #include <iterator>
 
 #include "bloom_store_impl.hpp"
-#include "idem/request_checks.hpp"
+#include "idem/backend/request_checks.hpp"
 
 namespace idem::bloom::detail {
 namespace {

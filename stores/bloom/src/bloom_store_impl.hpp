@@ -8,7 +8,7 @@
 
 #include "generations.hpp"
 #include "idem/bloom_store.hpp"
-#include "idem/store_wrapper.hpp"
+#include "idem/backend/store_wrapper.hpp"
 #include "leases.hpp"
 
 namespace idem::bloom::detail {

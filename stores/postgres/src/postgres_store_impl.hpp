@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "idem/postgres_store.hpp"
-#include "idem/request_checks.hpp"
+#include "idem/backend/request_checks.hpp"
 #include "idem/store.hpp"
 #include "pg.hpp"
 

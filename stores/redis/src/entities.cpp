@@ -4,7 +4,7 @@
 #include <charconv>
 #include <unordered_set>
 
-#include "idem/request_checks.hpp"
+#include "idem/backend/request_checks.hpp"
 #include "record_codec.hpp"
 #include "redis_store_impl.hpp"
 

@@ -5,7 +5,7 @@
 #include <unordered_set>
 
 #include "batch_pipelines.hpp"
-#include "idem/request_checks.hpp"
+#include "idem/backend/request_checks.hpp"
 #include "record_codec.hpp"
 #include "redis_store_impl.hpp"
 

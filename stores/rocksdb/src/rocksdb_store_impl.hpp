@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "entity_record.hpp"
-#include "idem/request_checks.hpp"
+#include "idem/backend/request_checks.hpp"
 #include "idem/rocksdb_store.hpp"
 #include "record.hpp"
 

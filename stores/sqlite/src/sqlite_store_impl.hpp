@@ -19,7 +19,7 @@
 #include <utility>
 #include <vector>
 
-#include "idem/request_checks.hpp"
+#include "idem/backend/request_checks.hpp"
 #include "idem/sqlite_store.hpp"
 #include "idem/store.hpp"
 #include "statement.hpp"

@@ -11,7 +11,7 @@
 #include <memory>
 
 #include "idem/store.hpp"
-#include "idem/store_uri.hpp"
+#include "idem/backend/store_uri.hpp"
 
 namespace idem::memory {
 

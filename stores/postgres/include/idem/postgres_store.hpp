@@ -64,7 +64,7 @@
 
 #include "idem/handler.hpp"
 #include "idem/store.hpp"
-#include "idem/store_uri.hpp"
+#include "idem/backend/store_uri.hpp"
 
 struct pg_conn;
 typedef struct pg_conn PGconn;  // NOLINT: libpq's own declaration

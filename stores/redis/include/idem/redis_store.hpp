@@ -54,7 +54,7 @@
 #include <vector>
 
 #include "idem/store.hpp"
-#include "idem/store_uri.hpp"
+#include "idem/backend/store_uri.hpp"
 
 namespace idem::redis {
 

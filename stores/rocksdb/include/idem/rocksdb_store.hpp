@@ -57,7 +57,7 @@
 
 #include "idem/handler.hpp"
 #include "idem/store.hpp"
-#include "idem/store_uri.hpp"
+#include "idem/backend/store_uri.hpp"
 
 namespace idem::rocksdb {
 

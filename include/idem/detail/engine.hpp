@@ -1,6 +1,6 @@
-// The compiled, type-erased pipeline behind Consumer<Msg>. Users normally use
-// Consumer<Msg> (consumer.hpp); the engine is public for adapters that already hold
-// MessageViews.
+// Not part of the public API: the compiled, type-erased pipeline behind Consumer<Msg>
+// (consumer.hpp), which is all an application uses. Installed because Consumer<Msg>
+// is a template over it; its names may change in any release.
 #pragma once
 
 #include <cstddef>
@@ -17,7 +17,7 @@
 #include "idem/options.hpp"
 #include "idem/status.hpp"
 
-namespace idem {
+namespace idem::detail {
 
 // Calls the user's handler for message `index` of the current call (0 for process()),
 // or (call_encoded) for a message from the reorder buffer: decodes `encoded` and calls
@@ -30,8 +30,6 @@ struct HandlerThunk {
   std::string (*encode)(void* self, std::size_t index) = nullptr;
   bool (*call_encoded)(void* self, std::string_view encoded, HandlerContext& ctx, HandlerResult& out) = nullptr;
 };
-
-namespace detail {
 
 // Thread-safe: process() and process_batch() may be called from many threads at once
 // (the stores are thread-safe).
@@ -120,5 +118,4 @@ class Engine {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace detail
-}  // namespace idem
+}  // namespace idem::detail
