@@ -231,7 +231,8 @@ PathResult run_store_direct(Store& store, const Stream& s) {
   return r;
 }
 
-std::shared_ptr<Store> must(StatusOr<std::shared_ptr<Store>> s, const std::string& what) {
+template <class T>
+std::shared_ptr<T> must(StatusOr<std::shared_ptr<T>> s, const std::string& what) {
   if (!s.ok()) die(what, s.status().to_string());
   return std::move(s).value();
 }
@@ -310,7 +311,7 @@ int main(int argc, char** argv) {
          auto bloom = must(idem::bloom::open(bo), "bloom");
          Row row{"bloom", "idem bloom: (capacity = distinct ids, fp 0.001), per message", run_consumer(bloom, s, 1),
                  ""};
-         const auto bst = idem::bloom::stats(*bloom).value();
+         const auto bst = bloom->stats();
          const double bytes_per_id = bst.ids ? static_cast<double>(bst.filter_bytes) / static_cast<double>(bst.ids) : 0;
          char note[256];
          std::snprintf(note, sizeof note, "%zu filters, %.2f MiB, %.2f bytes (%.1f bits) per id in the window",
@@ -341,7 +342,7 @@ int main(int argc, char** argv) {
                                                 ", " + std::to_string(front_generations) + " generations), " +
                                                 (b == 1 ? "per message" : "process_batch of B");
                        Row row{key, what, run_consumer(front, s, b), ""};
-                       const auto fst = idem::bloom::stats(*front).value();
+                       const auto fst = front->stats();
                        char note[256];
                        std::snprintf(note, sizeof note,
                                      "durable claim reads %llu of %zu claims (rocksdb: alone: all); %llu skipped",

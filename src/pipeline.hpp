@@ -9,52 +9,14 @@
 #include <string>
 #include <unordered_map>
 
-#include "dispatcher.hpp"
+#include "call.hpp"
+#include "engine_impl.hpp"
 #include "idem/detail/engine.hpp"
 #include "idem/fingerprint.hpp"
 #include "idem/state_gate.hpp"
 #include "log.hpp"
-#include "lookahead.hpp"
-#include "watermarks.hpp"
 
 namespace idem::detail {
-
-// The outcome of running the handler once.
-struct Run {
-  HandlerResult::Kind kind = HandlerResult::Kind::kOk;
-  std::optional<std::string> result;
-  std::string error;
-  Duration delay{0};
-  Reason failure_reason = Reason::kHandlerFailed;
-  bool unacknowledged = false;  // manual: neither ack nor nack
-};
-
-// What the entity gates decided for a message that may run: the entity write its
-// commit carries.
-struct Gate {
-  std::string_view key;
-  std::uint64_t revision = 0;            // the entity revision read with the claim
-  std::optional<std::uint64_t> version;  // the version to apply (ordering)
-  std::string_view event, from, to;      // the transition (state machine)
-  bool drained = false;                  // the message comes from the reorder buffer
-  // Set by the step whose commit carrying `version` landed (a processed message, or a
-  // dead-lettered one that uses up its version under strict ordering): the key's
-  // successors may be next.
-  bool advanced = false;
-};
-
-// The message a handler call runs on, as the extractors found it (or as the reorder
-// buffer kept it).
-struct Subject {
-  std::string_view id;
-  std::optional<std::uint64_t> fingerprint;
-  std::string_view key;                  // empty: none extracted
-  std::optional<std::uint64_t> version;  // none extracted
-};
-
-inline Subject subject_of(const MessageView& m, std::optional<std::uint64_t> fp) {
-  return {m.id.value_or(""), fp, m.key.value_or(""), m.version};
-}
 
 // The entity key a store request carries (ClaimRequest::entity_key): the message's key
 // when the consumer is entity-gated, none otherwise.
@@ -64,69 +26,6 @@ using EntityKey = std::optional<std::string_view>;
 inline bool entity_gated(const ConsumerOptions& o) {
   return o.ordering.mode == Ordering::kMonotonic || o.ordering.mode == Ordering::kStrict || o.machine != nullptr;
 }
-
-struct Engine::Impl {
-  std::shared_ptr<Clock> clock;
-  spdlog::logger* log = nullptr;
-  Store* store = nullptr;
-  bool time_store = true;  // latency_metrics, and the store is not in_process
-  std::atomic<bool> warned_manual{false};
-  std::atomic<std::uint64_t> commits{0};  // since the last purge (note_commit)
-
-  Watermarks watermarks;  // Ordering::kWatermark
-
-  // Strict ordering: per key, no drain before this time (the backoff after a buffered
-  // message failed).
-  std::mutex buffered_mu;
-  std::unordered_map<std::string, TimePoint> drain_not_before;
-  // process() runs the buffer's timers (drains, gap timeouts) every gap_timeout / 4;
-  // the first process() runs them at once.
-  std::atomic<std::int64_t> last_timers_ns{0};
-  std::atomic<bool> timers_ran{false};
-
-  // Consumer::process(m, next): the claim of `next` taken with m's commit (lookahead.cpp).
-  Lookahead lookahead;
-
-  // The outbox's dispatcher (ConsumerOptions::outbox); null without an outbox.
-  std::unique_ptr<Dispatcher> dispatcher;
-
-  TimePoint now() const { return clock->now(); }
-};
-
-// HandlerContext's private fields are set and read here only.
-struct ContextAccess {
-  using Manual = HandlerContext::Manual;
-  // The context of every handler call (claimed_step.hpp): the subject's key and version
-  // whenever they were extracted; event, transition and drained from the gate.
-  static void init(HandlerContext& ctx, Engine* e, const Subject& s, std::uint32_t attempt, Guarantee g,
-                   TimePoint lease_until, const Gate* gate) {
-    if (gate != nullptr) {
-      ctx.event_ = gate->event;
-      ctx.from_ = gate->from;
-      ctx.to_ = gate->to;
-      ctx.drained_ = gate->drained;
-    }
-    ctx.engine_ = e;
-    ctx.id_ = s.id;
-    ctx.key_ = s.key;
-    ctx.version_ = s.version.value_or(0);
-    ctx.attempt_ = attempt;
-    ctx.guarantee_ = g;
-    ctx.lease_until_ = lease_until;
-  }
-  static void set_transaction(HandlerContext& ctx, StoreTransaction* txn) { ctx.transaction_ = txn; }
-  static Manual manual(const HandlerContext& ctx) { return ctx.manual_; }
-  // Moves r's result and error into run (r is left without them).
-  static void take(HandlerResult& r, Run& run) {
-    run.kind = r.kind_;
-    run.result = std::move(r.result_);
-    run.error = std::move(r.error_);
-    run.delay = r.delay_;
-  }
-  static void set_outbox(HandlerContext& ctx, std::vector<OutboxEntry>* out) { ctx.outbox_ = out; }
-  static const std::string& publish_error(const HandlerContext& ctx) { return ctx.publish_error_; }
-  static Duration nack_delay(const HandlerContext& ctx) { return ctx.nack_delay_; }
-};
 
 class Pipeline {
  public:

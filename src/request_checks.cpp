@@ -46,6 +46,12 @@ Status check_extend(const ExtendRequest& q) {
   return check_entity_key_of(q.entity_key, "extend");
 }
 
+void apply_entity_write(const EntityWrite& w, EntityRecord& r) {
+  r.revision = w.expect_revision + 1;
+  if (w.version) r.version = *w.version;
+  if (w.state) r.state.assign(*w.state);
+}
+
 Status check_entity_write(const EntityWrite& w, std::string_view method) {
   if (w.key.empty()) return refuse(method, "empty entity key");
   if (w.state && w.state->empty()) return refuse(method, "the entity state is set but empty");

@@ -29,35 +29,6 @@
 
 namespace idem {
 
-#if defined(IDEM_WITH_BLOOM) && defined(IDEM_WITH_ROCKSDB)
-namespace bloom_rocksdb {
-
-StatusOr<std::shared_ptr<Store>> open_front(std::shared_ptr<Store> durable, const bloom::Options& filter) {
-  if (!durable) return invalid_argument("bloom_rocksdb: open_front: the durable store is null");
-  // The hooks capture the raw store: the front owns `durable`, so it outlives them.
-  Store* raw = durable.get();
-  bloom::DurableHooks hooks;
-  hooks.claim_absent = [raw](const ClaimRequest& q) { return rocksdb::claim_known_absent(*raw, q); };
-  hooks.claim_absent_batch = [raw](std::span<const ClaimRequest> qs) {
-    return rocksdb::claim_known_absent_batch(*raw, qs);
-  };
-  hooks.for_each_record = [raw](const std::function<void(std::string_view, TimePoint)>& visit) {
-    return rocksdb::for_each_record(*raw, visit);
-  };
-  hooks.begin_observed = [raw](TimePoint now, std::function<void(const CommitRequest&)> before) {
-    return rocksdb::begin_observed(*raw, now, std::move(before));
-  };
-  return bloom::open_front(std::move(durable), filter, std::move(hooks));
-}
-
-StatusOr<std::shared_ptr<Store>> open(const Options& options) {
-  auto durable = rocksdb::open(options.durable);
-  if (!durable.ok()) return durable.status();
-  return open_front(std::move(durable).value(), options.filter);
-}
-
-}  // namespace bloom_rocksdb
-#endif
 
 namespace {
 
@@ -82,11 +53,15 @@ StatusOr<std::shared_ptr<Store>> open_bloom_front(const StoreUri& u, std::string
   if (Status s = bloom::parse_filter_params(filter_uri, fo); !s.ok()) return s;
   if (durable_uri.scheme.rfind("bloom", 0) == 0)
     return invalid_argument("bloom+: the durable store cannot be a bloom store");
+#ifdef IDEM_WITH_ROCKSDB
+  if (durable_uri.scheme == "rocksdb") {
+    auto rocks = rocksdb::open(durable_uri);
+    if (!rocks.ok()) return rocks.status();
+    return bloom_rocksdb::open_front(std::move(rocks).value(), fo);
+  }
+#endif
   auto durable = open_parsed(durable_uri, known);
   if (!durable.ok() || *durable == nullptr) return durable;
-#ifdef IDEM_WITH_ROCKSDB
-  if (durable_uri.scheme == "rocksdb") return bloom_rocksdb::open_front(std::move(durable).value(), fo);
-#endif
   return bloom::open_front(std::move(durable).value(), fo, {});
 }
 #endif

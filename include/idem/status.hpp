@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <variant>
 
@@ -86,6 +87,13 @@ class [[nodiscard]] StatusOr {
   // build.
   StatusOr(Status status)  // NOLINT: implicit by design
       : v_(status.ok() ? detail::ok_put_into_status_or() : std::move(status)) {}
+
+  // A StatusOr of a type that converts to T (e.g. shared_ptr<Derived> to
+  // shared_ptr<Base>): its value converted, or its error.
+  template <class U, std::enable_if_t<!std::is_same_v<U, T> && std::is_convertible_v<U&&, T>, int> = 0>
+  StatusOr(StatusOr<U>&& other)  // NOLINT: implicit by design
+      : v_(other.ok() ? std::variant<T, Status>(std::in_place_index<0>, std::move(other).value())
+                      : std::variant<T, Status>(std::in_place_index<1>, other.status())) {}
 
   bool ok() const { return std::holds_alternative<T>(v_); }
 

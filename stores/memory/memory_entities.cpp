@@ -46,10 +46,7 @@ void Entities::apply_locked(const EntityWrite& w) {
   Stripe& s = stripe(w.key);
   auto it = s.records.find(w.key);
   if (it == s.records.end()) it = s.records.emplace(std::string(w.key), EntityRecord{}).first;
-  EntityRecord& r = it->second;
-  r.revision = w.expect_revision + 1;
-  if (w.version) r.version = *w.version;
-  if (w.state) r.state.assign(*w.state);
+  apply_entity_write(w, it->second);
   if (w.unbuffer) remove_locked(s, w.key, *w.unbuffer);
 }
 

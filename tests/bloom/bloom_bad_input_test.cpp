@@ -78,7 +78,7 @@ TEST(BloomSnapshot, RoundTripKeepsTheWindowAcrossARestart) {
       ASSERT_TRUE(
           (*s)->commit({"id-" + std::to_string(i), "A", std::nullopt, kT0 + milliseconds(i), Duration(1), std::nullopt})
               .ok());
-    ASSERT_TRUE(bloom::snapshot(**s).ok());
+    ASSERT_TRUE((*s)->snapshot().ok());
     EXPECT_TRUE(fs::exists(path));
     EXPECT_FALSE(fs::exists(path + ".tmp")) << "the temporary file is renamed over the snapshot";
     ASSERT_TRUE((*s)->commit({"after-snapshot", "A", std::nullopt, kT0, Duration(1), std::nullopt}).ok());
@@ -144,11 +144,11 @@ TEST(BloomSnapshot, UnwritableSnapshotIsAnErrorAndKeepsThePreviousFile) {
   TempDir dir{"bloom"};
   auto nowhere = bloom::open({.capacity = 1000, .snapshot_path = dir.sub("missing-dir/filters.snap")});
   ASSERT_TRUE(nowhere.ok()) << "an absent snapshot is an empty window";
-  Status s = bloom::snapshot(**nowhere);
+  Status s = (*nowhere)->snapshot();
   EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.to_string();
   auto none = bloom::open({.capacity = 1000});
   ASSERT_TRUE(none.ok());
-  EXPECT_EQ(bloom::snapshot(**none).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ((*none)->snapshot().code(), StatusCode::kFailedPrecondition);
   auto dir_as_file = bloom::open({.capacity = 1000, .snapshot_path = dir.sub("")});
   EXPECT_EQ(dir_as_file.status().code(), StatusCode::kInvalidArgument);
 }

@@ -12,6 +12,7 @@
 #include "idem/idem.hpp"
 #include "idem/open_store.hpp"
 #include "support/temp_dir.hpp"
+#include "stats_of.hpp"
 
 namespace idem {
 namespace {
@@ -53,7 +54,7 @@ TEST(BloomFront, WarmsFromTheDurableStoreAndSkipsReadsForNewIds) {
   }
   EXPECT_EQ(claim(**s, "failing", t1).retries, 1u) << "retry counts are in the filter too";
   for (int i = 0; i < 1000; ++i) ASSERT_EQ(claim(**s, "new-" + std::to_string(i), t1).status, ClaimStatus::kNew);
-  auto st = bloom::stats(**s);
+  auto st = bloom_test::stats_of(**s);
   ASSERT_TRUE(st.ok());
   EXPECT_TRUE(st->vouching);
   EXPECT_GE(st->skipped_reads, 990u) << "new ids skip the durable read";
@@ -71,7 +72,7 @@ TEST(BloomFront, FalsePositivesGoToTheDurableStoreAndNeverDropAMessage) {
   int is_new = 0;
   for (int i = 0; i < 5000; ++i) is_new += claim(**s, "fresh-" + std::to_string(i), kT0).status == ClaimStatus::kNew;
   EXPECT_EQ(is_new, 5000) << "every fresh id is new, whatever the filter says";
-  auto st = bloom::stats(**s);
+  auto st = bloom_test::stats_of(**s);
   EXPECT_GT(st->durable_claims, 500u) << "the leaky filter sent positives to the durable store";
   EXPECT_GT(st->skipped_reads, 500u);
 }
@@ -85,19 +86,19 @@ TEST(BloomFront, OverloadedFilterStopsVouchingUntilDroppedRecordsExpire) {
   // 3000 commits into a filter sized for 1000 ids in 2 filters: early drops.
   for (int i = 0; i < 3000; ++i)
     ASSERT_TRUE((*s)->commit({"c-" + std::to_string(i), "A", std::nullopt, kT0, kTtl, std::nullopt}).ok());
-  auto st = bloom::stats(**s);
+  auto st = bloom_test::stats_of(**s);
   EXPECT_GT(st->early_drops, 0u);
   EXPECT_FALSE(st->vouching);
   // The oldest ids are gone from the filter but not from the store: still duplicates.
   for (int i = 0; i < 3000; i += 7)
     EXPECT_EQ(claim(**s, "c-" + std::to_string(i), kT0, "B").status, ClaimStatus::kCompleted) << i;
-  const auto skipped_before = bloom::stats(**s)->skipped_reads;
+  const auto skipped_before = bloom_test::stats_of(**s)->skipped_reads;
   EXPECT_EQ(claim(**s, "fresh", kT0).status, ClaimStatus::kNew);
-  EXPECT_EQ(bloom::stats(**s)->skipped_reads, skipped_before) << "no vouching while dropped records live";
+  EXPECT_EQ(bloom_test::stats_of(**s)->skipped_reads, skipped_before) << "no vouching while dropped records live";
   // Once every dropped record has expired, negatives skip reads again.
   const TimePoint later = kT0 + kTtl + milliseconds(1);
   EXPECT_EQ(claim(**s, "fresh-2", later).status, ClaimStatus::kNew);
-  EXPECT_EQ(bloom::stats(**s)->skipped_reads, skipped_before + 1);
+  EXPECT_EQ(bloom_test::stats_of(**s)->skipped_reads, skipped_before + 1);
 }
 
 TEST(BloomFront, TransactionalModeKeepsTheRocksdbBatchAndTeachesTheFilter) {
@@ -144,7 +145,7 @@ TEST(BloomFront, BatchesMixSkippedAndReadClaimsInOrder) {
   EXPECT_EQ(out[1]->result, std::optional<std::string>("r"));
   EXPECT_EQ(out[2]->status, ClaimStatus::kInProgress);
   EXPECT_EQ(out[3]->status, ClaimStatus::kNew);
-  const auto st = bloom::stats(**s);
+  const auto st = bloom_test::stats_of(**s);
   ASSERT_TRUE(st.ok());
   EXPECT_EQ(st->skipped_reads, 3u) << "both copies of a, and b: certainly absent, no durable read";
   EXPECT_EQ(st->durable_claims, 1u) << "done: a positive goes to the durable store";
@@ -174,7 +175,7 @@ TEST(BloomFront, OverSqliteIsCorrectAndReadsEveryClaim) {
     ASSERT_EQ(claim(**s, "a", kT0).status, ClaimStatus::kNew);
     ASSERT_TRUE((*s)->commit({"a", "A", std::nullopt, kT0, kTtl, "r"}).ok());
     for (int i = 0; i < 100; ++i) ASSERT_EQ(claim(**s, "n-" + std::to_string(i), kT0).status, ClaimStatus::kNew);
-    auto st = bloom::stats(**s);
+    auto st = bloom_test::stats_of(**s);
     ASSERT_TRUE(st.ok());
     EXPECT_FALSE(st->vouching);
     EXPECT_EQ(st->skipped_reads, 0u);

@@ -1,6 +1,7 @@
 // The standalone Bloom store: windowed generations, fixed memory, exact leases and
 // retry counts, the consumer's opt-in, and the measured false-positive rate.
 #include "idem/bloom_store.hpp"
+#include "stats_of.hpp"
 
 #include <gtest/gtest.h>
 
@@ -102,9 +103,9 @@ TEST(BloomStore, MemoryIsFixedAndTheLatestCapacityIdsAreRemembered) {
     if (claim_status(*store, id, kT0) != ClaimStatus::kNew) continue;  // a false positive
     ASSERT_TRUE(commit(*store, id, kT0).ok());
     committed.push_back(id);
-    if (i % 1000 == 0) max_bytes = std::max(max_bytes, bloom::stats(*store)->filter_bytes);
+    if (i % 1000 == 0) max_bytes = std::max(max_bytes, bloom_test::stats_of(*store)->filter_bytes);
   }
-  auto st = bloom::stats(*store);
+  auto st = bloom_test::stats_of(*store);
   ASSERT_TRUE(st.ok());
   EXPECT_LE(st->filters, o.generations + 1u);
   EXPECT_GT(st->early_drops, 0u) << "overload shortens the window";
@@ -147,7 +148,7 @@ TEST(BloomStore, FalsePositiveRateAtCapacityWithinOneAndAHalfTimesConfigured) {
       const double rate = static_cast<double>(false_positives) / kUnseen;
       std::printf("bloom fp: configured %.4f, %s, measured %.5f (%d of %d), %.1f bits per id\n", fp,
                   spread ? "spread over the window" : "one burst", rate, false_positives, kUnseen,
-                  bloom::stats(*store)->bits_per_id);
+                  bloom_test::stats_of(*store)->bits_per_id);
       EXPECT_LE(rate, 1.5 * fp) << "fp=" << fp << " spread=" << spread;
       EXPECT_GT(rate, 0.0) << "a Bloom filter at capacity has some false positives";
     }
@@ -207,11 +208,11 @@ TEST(BloomStore, UriParameters) {
   auto s = open_store("bloom:?capacity=5000&fp=0.01&window=90m&generations=3");
   ASSERT_TRUE(s.ok()) << s.status().to_string();
   EXPECT_TRUE((*s)->capabilities().probabilistic);
-  auto st = bloom::stats(**s);
+  auto st = bloom_test::stats_of(**s);
   ASSERT_TRUE(st.ok());
   EXPECT_EQ(st->filters, 0u);
   ASSERT_TRUE(commit(**s, "x", kT0).ok());
-  EXPECT_EQ(bloom::stats(**s)->filters, 1u);
+  EXPECT_EQ(bloom_test::stats_of(**s)->filters, 1u);
   // window=90m: remembered at 90 min - 1 ms, forgotten after 90 min.
   EXPECT_EQ(claim_status(**s, "x", kT0 + milliseconds(90 * 60'000 - 1)), ClaimStatus::kCompleted);
   EXPECT_EQ(claim_status(**s, "x", kT0 + milliseconds(90 * 60'000 + 1)), ClaimStatus::kNew);
@@ -265,14 +266,14 @@ TEST(BloomFront, ForwardsCommitThenClaimToACombinedStoreAndLearnsTheId) {
     ASSERT_TRUE(front.ok()) << front.status().to_string();
     Store& f = **front;
     ASSERT_EQ(claim_status(f, "a", kT0), ClaimStatus::kNew);
-    const auto before = *bloom::stats(f);
+    const auto before = *bloom_test::stats_of(f);
 
     auto both = f.commit_then_claim({"a", "A", std::nullopt, kT0, kTtl, std::nullopt},
                                     {"b", "A", kLease, std::nullopt, kT0, std::nullopt});
     EXPECT_TRUE(both.commit.ok()) << both.commit.to_string();
     ASSERT_TRUE(both.claim.ok());
     EXPECT_EQ(both.claim->status, ClaimStatus::kNew);
-    const auto after = *bloom::stats(f);
+    const auto after = *bloom_test::stats_of(f);
     if (combined) {
       EXPECT_EQ(counting->combined, 1) << "one call to the durable store";
       EXPECT_EQ(counting->commits, 0);
@@ -282,7 +283,7 @@ TEST(BloomFront, ForwardsCommitThenClaimToACombinedStoreAndLearnsTheId) {
     }
     // The filter learnt "a": its claim goes to the durable store, which has it done.
     EXPECT_EQ(claim_status(f, "a", kT0, "B"), ClaimStatus::kCompleted);
-    EXPECT_EQ(bloom::stats(f)->durable_claims, after.durable_claims + 1);
+    EXPECT_EQ(bloom_test::stats_of(f)->durable_claims, after.durable_claims + 1);
   }
 }
 

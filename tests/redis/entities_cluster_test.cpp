@@ -66,7 +66,7 @@ class RedisClusterEntities : public ::testing::Test {
   ManualClock clock_;
   RedisCluster* cluster_ = nullptr;
   redis::Options options_;
-  std::shared_ptr<Store> store_;
+  std::shared_ptr<redis::RedisStore> store_;
 };
 
 TEST_F(RedisClusterEntities, InOrderMessagesOfAKeyCommitInItsSlot) {
@@ -89,7 +89,7 @@ TEST_F(RedisClusterEntities, InOrderMessagesOfAKeyCommitInItsSlot) {
     EXPECT_EQ(dup->status, ClaimStatus::kCompleted);
     EXPECT_EQ(dup->result, std::optional<std::string>(id));
   }
-  auto info = redis::inspect_with_entity(*store_, "m2", key, t0);
+  auto info = store_->inspect_with_entity("m2", key, t0);
   ASSERT_TRUE(info.ok());
   ASSERT_TRUE(info->has_value());
   EXPECT_EQ((*info)->state, RecordState::kCompleted);

@@ -339,7 +339,7 @@ TEST_F(RedisLookahead, AnEntityGatedConsumerKeepsThePlainPath) {
   });
   ASSERT_TRUE(consumer.ok()) << consumer.status().to_string();
   EXPECT_EQ(consumer->process({"v1", "k", 1}, {"v2", "k", 2}).reason, Reason::kProcessed);
-  auto next = redis::inspect_with_entity(*store_, "v2", "k", clock_->now());
+  auto next = store_->inspect_with_entity("v2", "k", clock_->now());
   ASSERT_TRUE(next.ok());
   EXPECT_FALSE(next->has_value()) << "no claim was taken in advance";
   EXPECT_EQ(consumer->process({"v2", "k", 2}).reason, Reason::kProcessed);

@@ -23,16 +23,16 @@ inline redis::Options options_for(const std::string& uri) {
   return *o;
 }
 
-inline std::shared_ptr<Store> open_or_die(const redis::Options& o) {
+inline std::shared_ptr<redis::RedisStore> open_or_die(const redis::Options& o) {
   auto s = redis::open(o);
   EXPECT_TRUE(s.ok()) << s.status().to_string();
   return s.ok() ? std::move(s).value() : nullptr;
 }
 
 // The key of id's record (of id claimed with entity_key) in a store of redis::open.
-inline std::string key_of(const Store& store, std::string_view id) { return redis::key_of(store, id).value(); }
-inline std::string key_of(const Store& store, std::string_view id, std::string_view entity_key) {
-  return redis::key_of(store, id, entity_key).value();
+inline std::string key_of(const redis::RedisStore& store, std::string_view id) { return store.record_key(id); }
+inline std::string key_of(const redis::RedisStore& store, std::string_view id, std::string_view entity_key) {
+  return store.record_key(id, entity_key).value();
 }
 
 // One standalone server started for each test (127.0.0.1, a free port, stopped by
@@ -50,7 +50,7 @@ class WithRedisServer : public ::testing::Test {
 
   std::unique_ptr<RedisServer> server_;
   redis::Options options_;
-  std::shared_ptr<Store> store_;
+  std::shared_ptr<redis::RedisStore> store_;
 };
 
 }  // namespace idem::redis_test

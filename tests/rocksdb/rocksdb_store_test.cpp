@@ -33,7 +33,7 @@ struct Order {
   bool fail = false;
 };
 
-std::shared_ptr<Store> open_ok(const rocksdb::Options& o) {
+std::shared_ptr<rocksdb::RocksDbStore> open_ok(const rocksdb::Options& o) {
   auto s = rocksdb::open(o);
   EXPECT_TRUE(s.ok()) << s.status().to_string();
   return s.ok() ? *s : nullptr;
@@ -142,7 +142,7 @@ TEST(RocksdbExpiry, CompactionDropsExpiredRecordsAndReadsIgnoreThemBefore) {
     // Before any compaction, expired records already count as absent.
     EXPECT_EQ(store->claim({"short-7", "B", kLease, std::nullopt, t1})->status, ClaimStatus::kNew);
     EXPECT_EQ(store->release({"short-7", "B", false, t1, kTtl}).value(), 0u);
-    auto report = rocksdb::compact(*store, t1);
+    auto report = store->compact(t1);
     ASSERT_TRUE(report.ok()) << report.status().to_string();
     EXPECT_EQ(report->dropped, 1000u);
     EXPECT_EQ(store->claim({"long-7", "B", kLease, std::nullopt, t1})->status, ClaimStatus::kCompleted);
@@ -160,7 +160,7 @@ TEST(RocksdbExpiry, CompactionUsesTheStoresTimeNotTheWallClock) {
   // A record that expired long ago by the wall clock but not by the store's time.
   const TimePoint past = from_unix_ms(1'000'000);
   ASSERT_TRUE(store->commit({"old", "A", std::nullopt, past, milliseconds(1000), std::nullopt}).ok());
-  auto report = rocksdb::compact(*store, past + milliseconds(500));
+  auto report = store->compact(past + milliseconds(500));
   ASSERT_TRUE(report.ok());
   EXPECT_EQ(report->dropped, 0u);
   EXPECT_EQ(store->claim({"old", "B", kLease, std::nullopt, past + milliseconds(500)})->status,
@@ -266,26 +266,21 @@ TEST(RocksdbFrontHooks, ClaimKnownAbsentSkipsReadsButNotLeases) {
   auto store = open_ok({.path = dir.sub("db")});
   ASSERT_NE(store, nullptr);
   const TimePoint t0 = from_unix_ms(1'700'000'000'000);
-  auto a = rocksdb::claim_known_absent(*store, {"x", "A", kLease, std::nullopt, t0});
+  auto a = store->claim_known_absent({"x", "A", kLease, std::nullopt, t0});
   ASSERT_TRUE(a.ok());
   EXPECT_EQ(a->status, ClaimStatus::kNew);
-  auto b = rocksdb::claim_known_absent(*store, {"x", "B", kLease, std::nullopt, t0});
+  auto b = store->claim_known_absent({"x", "B", kLease, std::nullopt, t0});
   ASSERT_TRUE(b.ok());
   EXPECT_EQ(b->status, ClaimStatus::kInProgress);
   EXPECT_EQ(b->owner, "A");
   ASSERT_TRUE(store->commit({"x", "A", std::nullopt, t0, kTtl, std::nullopt}).ok());
   ASSERT_TRUE(store->release({"y", "A", true, t0, kTtl}).ok());
   std::set<std::string> seen;
-  ASSERT_TRUE(rocksdb::for_each_record(*store, [&](std::string_view id, TimePoint exp) {
+  ASSERT_TRUE(store->for_each_record([&](std::string_view id, TimePoint exp) {
                 EXPECT_EQ(exp, t0 + kTtl);
                 seen.insert(std::string(id));
               }).ok());
   EXPECT_EQ(seen, (std::set<std::string>{"x", "y"}));
-
-  auto memory = open_store("memory:");
-  ASSERT_TRUE(memory.ok());
-  EXPECT_EQ(rocksdb::claim_known_absent(**memory, {"x", "A", kLease, std::nullopt, t0}).status().code(),
-            StatusCode::kInvalidArgument);
 }
 
 TEST(RocksdbFrontHooks, ClaimKnownAbsentBatchKeepsOrderAndLeases) {
@@ -299,7 +294,7 @@ TEST(RocksdbFrontHooks, ClaimKnownAbsentBatchKeepsOrderAndLeases) {
                                         {"a", "A2", kLease, std::nullopt, t0},
                                         {"", "A", kLease, std::nullopt, t0},
                                         {"b", "A", kLease, std::nullopt, t0}};
-  auto out = rocksdb::claim_known_absent_batch(*store, qs);
+  auto out = store->claim_known_absent_batch(qs);
   ASSERT_EQ(out.size(), qs.size());
   ASSERT_TRUE(out[0].ok() && out[1].ok() && out[2].ok() && out[4].ok());
   EXPECT_EQ(out[0]->status, ClaimStatus::kNew);
@@ -314,12 +309,6 @@ TEST(RocksdbFrontHooks, ClaimKnownAbsentBatchKeepsOrderAndLeases) {
                                          {"b", "A", std::nullopt, t0, kTtl, std::nullopt}};
   for (const Status& s : store->commit_batch(cs)) EXPECT_TRUE(s.ok()) << s.to_string();
   EXPECT_EQ(store->claim({"a", "C", kLease, std::nullopt, t0})->status, ClaimStatus::kCompleted);
-
-  auto memory = open_store("memory:");
-  ASSERT_TRUE(memory.ok());
-  auto refused = rocksdb::claim_known_absent_batch(**memory, qs);
-  ASSERT_EQ(refused.size(), qs.size());
-  for (const auto& r : refused) EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
 }
 
 TEST(RocksdbUri, OpensThroughOpenStoreAndRejectsUnknownParameters) {

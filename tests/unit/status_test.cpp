@@ -43,6 +43,18 @@ TEST(StatusOr, AnOkStatusWithoutAValueIsInternal) {
   EXPECT_EQ(r.status().code(), StatusCode::kInternal);
 }
 
+TEST(StatusOr, ConvertsToAStatusOrOfABaseType) {
+  struct Base {
+    virtual ~Base() = default;
+  };
+  struct Derived : Base {};
+  StatusOr<std::shared_ptr<Base>> good = StatusOr<std::shared_ptr<Derived>>(std::make_shared<Derived>());
+  ASSERT_TRUE(good.ok());
+  EXPECT_NE(*good, nullptr);
+  StatusOr<std::shared_ptr<Base>> bad = StatusOr<std::shared_ptr<Derived>>(unavailable("down"));
+  EXPECT_EQ(bad.status().to_string(), "UNAVAILABLE: down");
+}
+
 TEST(StatusOr, ValueOfAMoveOnlyTypeMovesOut) {
   StatusOr<std::unique_ptr<int>> p = std::make_unique<int>(3);
   std::unique_ptr<int> taken = std::move(p).value();

@@ -74,7 +74,7 @@ class RecordingStore final : public Store, public EntityStore, public OutboxStor
 TEST(StoreWrapper, ForwardsEveryMethodToTheSameMethodOfItsTarget) {
   auto target = std::make_shared<RecordingStore>();
   StoreWrapper w(target);
-  EXPECT_EQ(w.target(), target);
+  EXPECT_EQ(w.base(), target);
   const StoreCapabilities c = w.capabilities();
   EXPECT_TRUE(c.combined_commit_claim);
   EXPECT_EQ(c.false_positive_rate, 0.25);

@@ -37,6 +37,13 @@ namespace idem {
 // key non-empty; version > 0; id non-empty.
 [[nodiscard]] Status check_buffer_put(const BufferPut& put);
 
+// Applies an entity write to `record`, the key's record as the store holds it, once
+// the store has found record.revision == write.expect_revision: the revision becomes
+// expect_revision + 1, the version and state change where the write sets them. Every
+// backend that applies entity writes in C++ calls it (Redis's commit script does the
+// same on the server).
+void apply_entity_write(const EntityWrite& write, EntityRecord& record);
+
 // The rule of StoreCapabilities::entity_chains for one commit_batch call: once a
 // request carrying an entity write of key K has failed, every later request of the
 // batch with an entity write of K fails with kAborted and writes nothing.

@@ -23,7 +23,7 @@
 
 namespace idem {
 
-// Forwards each virtual method of Store to the same method of target(), with the same
+// Forwards each virtual method of Store to the same method of base(), with the same
 // arguments, and returns its answer unchanged; capabilities() are the target's.
 //
 // Each method forwards on its own: the batch forms, commit_then_claim and begin() go to
@@ -44,8 +44,9 @@ class StoreWrapper : public Store, public EntityStore, public OutboxStore, publi
   // REQUIRES: target is not null.
   explicit StoreWrapper(std::shared_ptr<Store> target) : target_(std::move(target)) {}
 
-  // The wrapped store.
-  const std::shared_ptr<Store>& target() const { return target_; }
+  // The wrapped store. Its typed handle (e.g. what rocksdb::open returned) keeps its
+  // backend's own calls: keep that handle, or cast base() back to it.
+  const std::shared_ptr<Store>& base() const { return target_; }
 
   StoreCapabilities capabilities() const override { return target_->capabilities(); }
   StatusOr<ClaimResult> claim(const ClaimRequest& request) override { return target_->claim(request); }

@@ -54,7 +54,7 @@ Status write_atomically(const std::string& path, const std::string& bytes) {
 }  // namespace
 
 BloomStore::~BloomStore() {
-  if (!options_.snapshot_path.empty()) (void)write_snapshot();
+  if (!options_.snapshot_path.empty()) (void)snapshot();
 }
 
 Status BloomStore::restore_snapshot() {
@@ -71,7 +71,7 @@ Status BloomStore::restore_snapshot() {
   return ok_status();
 }
 
-Status BloomStore::write_snapshot() {
+Status BloomStore::snapshot() {
   if (options_.snapshot_path.empty()) return failed_precondition("bloom: no snapshot_path is set");
   std::string bytes;
   {

@@ -15,7 +15,7 @@ namespace idem::bloom::detail {
 
 inline constexpr std::size_t kStripes = 64;
 
-class BloomStore final : public Store {
+class BloomStore final : public FilterStore {
  public:
   explicit BloomStore(const Options& o) : options_(o), filter_(o, DropRule::kWindow), stripes_(kStripes) {}
   ~BloomStore() override;
@@ -30,8 +30,8 @@ class BloomStore final : public Store {
 
   Status restore_snapshot();
   void forget_snapshot_path() { options_.snapshot_path.clear(); }
-  Status write_snapshot();
-  Stats stats();
+  Status snapshot() override;
+  Stats stats() override;
 
  private:
   Options options_;
@@ -48,10 +48,10 @@ class BloomStore final : public Store {
 // The filter in front of a durable store (the wrapper's target): it changes claim (the
 // read it may skip) and every write that must reach the filter first; everything else
 // is the durable store's (entity records, the reorder buffer, capabilities, purge).
-class FrontStore final : public StoreWrapper {
+class Front final : public bloom::FrontStore {
  public:
-  FrontStore(std::shared_ptr<Store> durable, const Options& o, DurableHooks hooks)
-      : StoreWrapper(std::move(durable)), hooks_(std::move(hooks)), filter_(o, DropRule::kAllExpired) {}
+  Front(std::shared_ptr<Store> durable, const Options& o, DurableHooks hooks)
+      : bloom::FrontStore(std::move(durable)), hooks_(std::move(hooks)), filter_(o, DropRule::kAllExpired) {}
 
   // Fills the filter from the durable store. Without the hook the filter never vouches.
   Status warm();
@@ -71,7 +71,7 @@ class FrontStore final : public StoreWrapper {
     last_now_ms_ = std::max(last_now_ms_, now_ms);
     filter_.add(p, now_ms, expires_ms);
   }
-  Stats stats();
+  Stats stats() override;
 
  private:
   // True if the filter proves id has no record in the durable store.

@@ -12,7 +12,7 @@ constexpr std::size_t kPrefetchAhead = 8;
 // Adds the id to the filter before the durable commit inside the transaction.
 class FrontTransaction final : public StoreTransaction {
  public:
-  FrontTransaction(FrontStore& front, std::unique_ptr<StoreTransaction> inner)
+  FrontTransaction(Front& front, std::unique_ptr<StoreTransaction> inner)
       : front_(front), inner_(std::move(inner)) {}
   Status commit(const CommitRequest& q) override {
     const std::int64_t now = to_unix_ms(q.now);
@@ -23,13 +23,13 @@ class FrontTransaction final : public StoreTransaction {
   StoreTransaction* inner() { return inner_.get(); }
 
  private:
-  FrontStore& front_;
+  Front& front_;
   std::unique_ptr<StoreTransaction> inner_;
 };
 
 }  // namespace
 
-Status FrontStore::warm() {
+Status Front::warm() {
   if (!hooks_.for_each_record) return ok_status();
   std::lock_guard lock(mu_);
   Status s = hooks_.for_each_record(
@@ -39,7 +39,7 @@ Status FrontStore::warm() {
   return ok_status();
 }
 
-bool FrontStore::certainly_absent(std::string_view id, std::int64_t now_ms) {
+bool Front::certainly_absent(std::string_view id, std::int64_t now_ms) {
   if (!hooks_.claim_absent) return false;
   const Probe p = probe_of(id);
   std::lock_guard lock(mu_);
@@ -49,16 +49,16 @@ bool FrontStore::certainly_absent(std::string_view id, std::int64_t now_ms) {
   return true;
 }
 
-StatusOr<ClaimResult> FrontStore::claim(const ClaimRequest& q) {
+StatusOr<ClaimResult> Front::claim(const ClaimRequest& q) {
   if (may_skip_read(q)) {
     skipped_.fetch_add(1, std::memory_order_relaxed);
     return hooks_.claim_absent(q);
   }
   passed_.fetch_add(1, std::memory_order_relaxed);
-  return target()->claim(q);
+  return base()->claim(q);
 }
 
-std::vector<StatusOr<ClaimResult>> FrontStore::claim_batch(std::span<const ClaimRequest> requests) {
+std::vector<StatusOr<ClaimResult>> Front::claim_batch(std::span<const ClaimRequest> requests) {
   // Which requests the filter vouches for: probes outside the lock, one lock for all.
   std::vector<bool> absent(requests.size(), false);
   std::size_t n_absent = 0;
@@ -79,7 +79,7 @@ std::vector<StatusOr<ClaimResult>> FrontStore::claim_batch(std::span<const Claim
   }
   skipped_.fetch_add(n_absent, std::memory_order_relaxed);
   passed_.fetch_add(requests.size() - n_absent, std::memory_order_relaxed);
-  if (n_absent == 0) return target()->claim_batch(requests);
+  if (n_absent == 0) return base()->claim_batch(requests);
   // An id's copies all fall on the same side (a caller sets the same entity key on
   // every claim of an id), so in-batch order is kept per id.
   std::vector<ClaimRequest> skip, rest;
@@ -87,7 +87,7 @@ std::vector<StatusOr<ClaimResult>> FrontStore::claim_batch(std::span<const Claim
   rest.reserve(requests.size() - n_absent);
   for (std::size_t i = 0; i < requests.size(); ++i) (absent[i] ? skip : rest).push_back(requests[i]);
   std::vector<StatusOr<ClaimResult>> from_rest;
-  if (!rest.empty()) from_rest = target()->claim_batch(rest);
+  if (!rest.empty()) from_rest = base()->claim_batch(rest);
   std::vector<StatusOr<ClaimResult>> from_skip;
   if (hooks_.claim_absent_batch) {
     from_skip = hooks_.claim_absent_batch(skip);
@@ -103,13 +103,13 @@ std::vector<StatusOr<ClaimResult>> FrontStore::claim_batch(std::span<const Claim
   return result;
 }
 
-Status FrontStore::commit(const CommitRequest& q) {
+Status Front::commit(const CommitRequest& q) {
   const std::int64_t now = to_unix_ms(q.now);
   if (!q.id.empty()) note(q.id, now, now + q.ttl.count());
-  return target()->commit(q);
+  return base()->commit(q);
 }
 
-std::vector<Status> FrontStore::commit_batch(std::span<const CommitRequest> requests) {
+std::vector<Status> Front::commit_batch(std::span<const CommitRequest> requests) {
   {
     std::vector<Probe> probes(requests.size());
     for (std::size_t i = 0; i < requests.size(); ++i) probes[i] = probe_of(requests[i].id);
@@ -122,43 +122,43 @@ std::vector<Status> FrontStore::commit_batch(std::span<const CommitRequest> requ
       if (!q.id.empty()) filter_.add(probes[i], now, now + q.ttl.count());
     }
   }
-  return target()->commit_batch(requests);
+  return base()->commit_batch(requests);
 }
 
-CommitThenClaimResult FrontStore::commit_then_claim(const CommitRequest& c, const ClaimRequest& q) {
+CommitThenClaimResult Front::commit_then_claim(const CommitRequest& c, const ClaimRequest& q) {
   // The durable store combines the two in one round trip: the filter learns c.id first,
   // as in commit(); q then goes to the durable store (its answers are the durable
   // store's either way). Otherwise the two calls through this filter, so that q may
   // skip the durable read.
-  if (!target()->capabilities().combined_commit_claim) return Store::commit_then_claim(c, q);
+  if (!base()->capabilities().combined_commit_claim) return Store::commit_then_claim(c, q);
   const std::int64_t now = to_unix_ms(c.now);
   if (!c.id.empty()) note(c.id, now, now + c.ttl.count());
-  return target()->commit_then_claim(c, q);
+  return base()->commit_then_claim(c, q);
 }
 
-StatusOr<std::uint32_t> FrontStore::release(const ReleaseRequest& q) {
+StatusOr<std::uint32_t> Front::release(const ReleaseRequest& q) {
   if (q.count_retry && !q.id.empty()) {
     const std::int64_t now = to_unix_ms(q.now);
     note(q.id, now, now + q.retry_ttl.count());
   }
-  return target()->release(q);
+  return base()->release(q);
 }
 
-StatusOr<std::unique_ptr<StoreTransaction>> FrontStore::begin(TimePoint now) {
+StatusOr<std::unique_ptr<StoreTransaction>> Front::begin(TimePoint now) {
   // A filter that never vouches need not learn the ids: the backend's own transaction.
-  if (!hooks_.claim_absent || !warmed_) return target()->begin(now);
+  if (!hooks_.claim_absent || !warmed_) return base()->begin(now);
   if (hooks_.begin_observed) {
     return hooks_.begin_observed(now, [this](const CommitRequest& q) {
       const std::int64_t t = to_unix_ms(q.now);
       note(q.id, t, t + q.ttl.count());
     });
   }
-  auto inner = target()->begin(now);
+  auto inner = base()->begin(now);
   if (!inner.ok()) return inner.status();
   return std::unique_ptr<StoreTransaction>(std::make_unique<FrontTransaction>(*this, std::move(inner).value()));
 }
 
-Stats FrontStore::stats() {
+Stats Front::stats() {
   std::lock_guard lock(mu_);
   Stats s = filter_.stats();
   s.skipped_reads = skipped_.load();

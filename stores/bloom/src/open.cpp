@@ -54,7 +54,7 @@ Status parse_filter_params(const StoreUri& u, Options& o) {
   return ok_status();
 }
 
-StatusOr<std::shared_ptr<Store>> open(const Options& o) {
+StatusOr<std::shared_ptr<FilterStore>> open(const Options& o) {
   if (Status s = detail::Generations::check_options(o); !s.ok()) return s;
   auto store = std::make_shared<detail::BloomStore>(o);
   if (!o.snapshot_path.empty()) {
@@ -64,7 +64,7 @@ StatusOr<std::shared_ptr<Store>> open(const Options& o) {
       return s;
     }
   }
-  return std::shared_ptr<Store>(std::move(store));
+  return std::shared_ptr<FilterStore>(std::move(store));
 }
 
 StatusOr<Options> parse_uri(const StoreUri& u) {
@@ -75,32 +75,20 @@ StatusOr<Options> parse_uri(const StoreUri& u) {
   return o;
 }
 
-StatusOr<std::shared_ptr<Store>> open(const StoreUri& u) {
+StatusOr<std::shared_ptr<FilterStore>> open(const StoreUri& u) {
   auto o = parse_uri(u);
   if (!o.ok()) return o.status();
   return open(*o);
 }
 
-Status snapshot(Store& store) {
-  auto* b = dynamic_cast<detail::BloomStore*>(&store);
-  if (b == nullptr) return invalid_argument("bloom: snapshot: the store was not opened by idem::bloom::open");
-  return b->write_snapshot();
-}
-
-StatusOr<std::shared_ptr<Store>> open_front(std::shared_ptr<Store> durable, const Options& o, DurableHooks hooks) {
+StatusOr<std::shared_ptr<FrontStore>> open_front(std::shared_ptr<Store> durable, const Options& o, DurableHooks hooks) {
   if (!durable) return invalid_argument("bloom: open_front: the durable store is null");
   if (!o.snapshot_path.empty())
     return invalid_argument("bloom: a front filter warms from its durable store and takes no snapshot path");
   if (Status s = detail::Generations::check_options(o); !s.ok()) return s;
-  auto front = std::make_shared<detail::FrontStore>(std::move(durable), o, std::move(hooks));
+  auto front = std::make_shared<detail::Front>(std::move(durable), o, std::move(hooks));
   if (Status s = front->warm(); !s.ok()) return s;
-  return std::shared_ptr<Store>(std::move(front));
-}
-
-StatusOr<Stats> stats(Store& store) {
-  if (auto* b = dynamic_cast<detail::BloomStore*>(&store)) return b->stats();
-  if (auto* f = dynamic_cast<detail::FrontStore*>(&store)) return f->stats();
-  return invalid_argument("bloom: stats: the store is not a bloom store");
+  return std::shared_ptr<FrontStore>(std::move(front));
 }
 
 }  // namespace idem::bloom

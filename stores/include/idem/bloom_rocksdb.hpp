@@ -31,11 +31,12 @@ struct Options {
 // is then not opened); kInvalidArgument naming a filter option that cannot be met
 // (bloom::open's option errors, or a snapshot_path); the scan's kUnavailable or
 // kDataLoss. On an error nothing stays open.
-StatusOr<std::shared_ptr<Store>> open(const Options& options);
+StatusOr<std::shared_ptr<bloom::FrontStore>> open(const Options& options);
 
 // Puts the filter in front of `durable`, a store from rocksdb::open (the front shares
-// ownership of it). Errors: kInvalidArgument for a null store, one rocksdb::open did
-// not return, or filter options as open(); the warming scan's errors.
-StatusOr<std::shared_ptr<Store>> open_front(std::shared_ptr<Store> durable, const bloom::Options& filter);
+// ownership of it). Errors: kInvalidArgument for a null store or filter options as
+// open(); the warming scan's errors.
+StatusOr<std::shared_ptr<bloom::FrontStore>> open_front(std::shared_ptr<rocksdb::RocksDbStore> durable,
+                                                       const bloom::Options& filter);
 
 }  // namespace idem::bloom_rocksdb

@@ -78,7 +78,7 @@ StatusOr<std::unique_ptr<Executor>> connect(Options& o, const ConnectOptions& co
 }  // namespace
 }  // namespace detail
 
-StatusOr<std::shared_ptr<Store>> open(const Options& options) {
+StatusOr<std::shared_ptr<RedisStore>> open(const Options& options) {
   if (Status s = detail::validate(options); !s.ok()) return s;
   detail::ConnectOptions co;
   co.connect_timeout = options.connect_timeout;
@@ -91,7 +91,7 @@ StatusOr<std::shared_ptr<Store>> open(const Options& options) {
   if (!ex.ok()) return ex.status();
   auto store = std::make_shared<detail::RedisStoreImpl>(std::move(o), std::move(ex).value());
   if (Status s = store->load_scripts(); !s.ok()) return s;
-  return std::shared_ptr<Store>(std::move(store));
+  return std::shared_ptr<RedisStore>(std::move(store));
 }
 
 namespace {
@@ -166,7 +166,7 @@ StatusOr<Options> parse_uri(const StoreUri& u) {
   return o;
 }
 
-StatusOr<std::shared_ptr<Store>> open(const StoreUri& uri) {
+StatusOr<std::shared_ptr<RedisStore>> open(const StoreUri& uri) {
   auto o = parse_uri(uri);
   if (!o.ok()) return o.status();
   return open(*o);

@@ -192,6 +192,11 @@ std::string RedisStoreImpl::key_of(std::string_view id) const {
   return k;
 }
 
+StatusOr<std::string> RedisStoreImpl::record_key(std::string_view id, std::string_view entity_key) const {
+  if (entity_key.empty()) return invalid_argument("redis: record_key: empty entity key");
+  return key_of(id, entity_key);
+}
+
 std::string RedisStoreImpl::key_of(std::string_view id, std::string_view entity_key) const {
   return o_.cluster ? entity_id_key(o_.prefix, entity_key, id) : key_of(id);
 }
@@ -579,37 +584,3 @@ StatusOr<Reply> RedisStoreImpl::run_one(const Command& cmd, int wait_replicas) {
 
 }  // namespace idem::redis::detail
 
-namespace idem::redis {
-namespace {
-
-const detail::RedisStoreImpl* as_redis(const Store& store) {
-  return dynamic_cast<const detail::RedisStoreImpl*>(&store);
-}
-detail::RedisStoreImpl* as_redis(Store& store) { return dynamic_cast<detail::RedisStoreImpl*>(&store); }
-Status not_redis(const char* what) {
-  return invalid_argument(std::string("redis::") + what + ": not a store of redis::open");
-}
-
-}  // namespace
-
-StatusOr<std::string> key_of(const Store& store, std::string_view id) {
-  const auto* r = as_redis(store);
-  if (r == nullptr) return not_redis("key_of");
-  return r->key_of(id);
-}
-
-StatusOr<std::string> key_of(const Store& store, std::string_view id, std::string_view entity_key) {
-  const auto* r = as_redis(store);
-  if (r == nullptr) return not_redis("key_of");
-  if (entity_key.empty()) return invalid_argument("redis::key_of: empty entity key");
-  return r->key_of(id, entity_key);
-}
-
-StatusOr<std::optional<RecordInfo>> inspect_with_entity(Store& store, std::string_view id, std::string_view entity_key,
-                                                        TimePoint now) {
-  auto* r = as_redis(store);
-  if (r == nullptr) return not_redis("inspect_with_entity");
-  return r->inspect_with_entity(id, entity_key, now);
-}
-
-}  // namespace idem::redis

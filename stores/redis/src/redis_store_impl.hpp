@@ -57,7 +57,7 @@ Reply commit_many_answer(const Reply& r, std::size_t k, std::size_t& detail);
 // Returns kInvalidArgument naming what is wrong with `o`.
 Status validate(const Options& o);
 
-class RedisStoreImpl final : public Store, public EntityStore {
+class RedisStoreImpl final : public RedisStore, public EntityStore {
  public:
   RedisStoreImpl(Options o, std::unique_ptr<Executor> ex) : o_(std::move(o)), ex_(std::move(ex)) {}
 
@@ -80,11 +80,12 @@ class RedisStoreImpl final : public Store, public EntityStore {
   CommitThenClaimResult commit_then_claim(const CommitRequest& c, const ClaimRequest& q) override;
   StatusOr<std::size_t> purge_expired(TimePoint, std::size_t) override;
 
-  // For the public key_of and inspect_with_entity (redis_store.hpp).
+  std::string record_key(std::string_view id) const override { return key_of(id); }
+  StatusOr<std::string> record_key(std::string_view id, std::string_view entity_key) const override;
   std::string key_of(std::string_view id) const;
   std::string key_of(std::string_view id, std::string_view entity_key) const;
   StatusOr<std::optional<RecordInfo>> inspect_with_entity(std::string_view id, std::string_view entity_key,
-                                                          TimePoint now);
+                                                          TimePoint now) override;
 
   // --- entity records and the reorder buffer (entities.cpp) ---------------------------
   StatusOr<EntityRecord> read_entity(std::string_view key) override;

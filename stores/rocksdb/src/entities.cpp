@@ -173,9 +173,7 @@ Status RocksStore::stage_entity(const EntityWrite& w, EntityStaging& st, ::rocks
     return aborted("rocksdb: the entity record's revision moved (expected " + std::to_string(w.expect_revision) +
                    ", stored " + std::to_string(cur.revision) + ")");
   EntityRecord next = std::move(cur);
-  next.revision = w.expect_revision + 1;
-  if (w.version) next.version = *w.version;
-  if (w.state) next.state = std::string(*w.state);
+  apply_entity_write(w, next);
 
   std::optional<std::size_t> removed_bytes;
   if (w.unbuffer) {

@@ -117,7 +117,7 @@ Status open_error(const ::rocksdb::Status& s, const std::string& path) {
 
 }  // namespace
 
-StatusOr<std::shared_ptr<Store>> open(const Options& o) {
+StatusOr<std::shared_ptr<RocksDbStore>> open(const Options& o) {
   if (Status s = check_options(o); !s.ok()) return s;
   std::error_code ec;
   const auto st = fs::status(o.path, ec);
@@ -251,7 +251,7 @@ StatusOr<std::shared_ptr<Store>> open(const Options& o) {
   store->retries_possible.store(it->Valid() || !it->status().ok());
   it.reset();
 
-  return std::shared_ptr<Store>(std::move(store));
+  return std::shared_ptr<RocksDbStore>(std::move(store));
 }
 
 StatusOr<Options> parse_uri(const StoreUri& u) {
@@ -288,7 +288,7 @@ StatusOr<Options> parse_uri(const StoreUri& u) {
   return o;
 }
 
-StatusOr<std::shared_ptr<Store>> open(const StoreUri& u) {
+StatusOr<std::shared_ptr<RocksDbStore>> open(const StoreUri& u) {
   auto o = parse_uri(u);
   if (!o.ok()) return o.status();
   return open(*o);

@@ -174,7 +174,7 @@ StatusOr<ClaimResult> RocksStore::claim(const ClaimRequest& q) {
   return c;
 }
 
-StatusOr<ClaimResult> RocksStore::claim_absent(const ClaimRequest& q) {
+StatusOr<ClaimResult> RocksStore::claim_known_absent(const ClaimRequest& q) {
   if (Status s = check_claim(q); !s.ok()) return s;
   observe(to_unix_ms(q.now));
   if (!q.entity_key) {
@@ -185,7 +185,7 @@ StatusOr<ClaimResult> RocksStore::claim_absent(const ClaimRequest& q) {
   return decide_absent(q);
 }
 
-std::vector<StatusOr<ClaimResult>> RocksStore::claim_absent_batch(std::span<const ClaimRequest> requests) {
+std::vector<StatusOr<ClaimResult>> RocksStore::claim_known_absent_batch(std::span<const ClaimRequest> requests) {
   std::vector<StatusOr<ClaimResult>> out;
   out.reserve(requests.size());
   std::vector<std::string_view> keys;
@@ -583,7 +583,7 @@ StatusOr<std::size_t> RocksStore::purge_expired(TimePoint now, std::size_t max_r
   return std::size_t{0};
 }
 
-Status RocksStore::for_each(const std::function<void(std::string_view, TimePoint)>& visit) {
+Status RocksStore::for_each_record(const std::function<void(std::string_view, TimePoint)>& visit) {
   for (auto* cf : {done_cf_, retries_cf_}) {
     std::unique_ptr<::rocksdb::Iterator> it(db_->NewIterator(::rocksdb::ReadOptions(), cf));
     for (it->SeekToFirst(); it->Valid(); it->Next()) {
@@ -614,37 +614,3 @@ StatusOr<CompactionReport> RocksStore::compact(TimePoint now) {
 
 }  // namespace idem::rocksdb::detail
 
-namespace idem::rocksdb {
-namespace {
-
-detail::RocksStore* as_rocks(Store& s) { return dynamic_cast<detail::RocksStore*>(&s); }
-
-Status not_rocks() { return invalid_argument("rocksdb: the store was not opened by idem::rocksdb::open"); }
-
-}  // namespace
-
-StatusOr<ClaimResult> claim_known_absent(Store& store, const ClaimRequest& request) {
-  auto* r = as_rocks(store);
-  if (r == nullptr) return not_rocks();
-  return r->claim_absent(request);
-}
-
-std::vector<StatusOr<ClaimResult>> claim_known_absent_batch(Store& store, std::span<const ClaimRequest> requests) {
-  auto* r = as_rocks(store);
-  if (r == nullptr) return std::vector<StatusOr<ClaimResult>>(requests.size(), StatusOr<ClaimResult>(not_rocks()));
-  return r->claim_absent_batch(requests);
-}
-
-Status for_each_record(Store& store, const std::function<void(std::string_view, TimePoint)>& visit) {
-  auto* r = as_rocks(store);
-  if (r == nullptr) return not_rocks();
-  return r->for_each(visit);
-}
-
-StatusOr<CompactionReport> compact(Store& store, TimePoint now) {
-  auto* r = as_rocks(store);
-  if (r == nullptr) return not_rocks();
-  return r->compact(now);
-}
-
-}  // namespace idem::rocksdb

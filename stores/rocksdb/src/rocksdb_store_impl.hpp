@@ -173,7 +173,7 @@ class EntityStaging {
   std::unordered_map<std::string, std::size_t, StringHash, std::equal_to<>> index_;  // when > kLinear
 };
 
-class RocksStore final : public Store, public EntityStore, public OutboxStore {
+class RocksStore final : public RocksDbStore, public EntityStore, public OutboxStore {
  public:
   RocksStore() = default;
   ~RocksStore() override;
@@ -209,12 +209,12 @@ class RocksStore final : public Store, public EntityStore, public OutboxStore {
   // entries (one iterator seek); leaves other results alone.
   Status note_unsent(const ClaimRequest& q, ClaimResult& c);
 
-  StatusOr<std::unique_ptr<StoreTransaction>> begin_with(TimePoint now,
-                                                         std::function<void(const CommitRequest&)> before_commit);
-  StatusOr<ClaimResult> claim_absent(const ClaimRequest& request);
-  std::vector<StatusOr<ClaimResult>> claim_absent_batch(std::span<const ClaimRequest> requests);
-  Status for_each(const std::function<void(std::string_view, TimePoint)>& visit);
-  StatusOr<CompactionReport> compact(TimePoint now);
+  StatusOr<std::unique_ptr<StoreTransaction>> begin_observed(
+      TimePoint now, std::function<void(const CommitRequest&)> before_commit) override;
+  StatusOr<ClaimResult> claim_known_absent(const ClaimRequest& request) override;
+  std::vector<StatusOr<ClaimResult>> claim_known_absent_batch(std::span<const ClaimRequest> requests) override;
+  Status for_each_record(const std::function<void(std::string_view, TimePoint)>& visit) override;
+  StatusOr<CompactionReport> compact(TimePoint now) override;
 
   // Commits `request` with the writes already in `batch` (transactional mode).
   Status commit_into(::rocksdb::WriteBatch& batch, const CommitRequest& request);
@@ -281,7 +281,7 @@ class RocksStore final : public Store, public EntityStore, public OutboxStore {
   // locked.
   KeyBuffer* key_buffer(std::string_view key);
   ClaimResult decide_claim(Stripe& s, const ClaimRequest& q, std::int64_t now, const Lookup& l);
-  // claim_absent's decision. REQUIRES: the stripes of q.id and of q.entity_key (if
+  // claim_known_absent's decision. REQUIRES: the stripes of q.id and of q.entity_key (if
   // set) are locked.
   StatusOr<ClaimResult> decide_absent(const ClaimRequest& q);
   // Checks `q` against its lease (`lease`: s.leases.find(q.id)) and the looked-up

@@ -71,25 +71,18 @@ class RocksTransaction final : public StoreTransaction, public Batch {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<StoreTransaction>> RocksStore::begin_with(
+StatusOr<std::unique_ptr<StoreTransaction>> RocksStore::begin_observed(
     TimePoint now, std::function<void(const CommitRequest&)> before_commit) {
   observe(to_unix_ms(now));
   return std::unique_ptr<StoreTransaction>(std::make_unique<RocksTransaction>(*this, std::move(before_commit)));
 }
 
-StatusOr<std::unique_ptr<StoreTransaction>> RocksStore::begin(TimePoint now) { return begin_with(now, nullptr); }
+StatusOr<std::unique_ptr<StoreTransaction>> RocksStore::begin(TimePoint now) { return begin_observed(now, nullptr); }
 
 }  // namespace idem::rocksdb::detail
 
 namespace idem::rocksdb {
 
 Batch* batch(const HandlerContext& ctx) { return dynamic_cast<Batch*>(ctx.transaction()); }
-
-StatusOr<std::unique_ptr<StoreTransaction>> begin_observed(Store& store, TimePoint now,
-                                                           std::function<void(const CommitRequest&)> before_commit) {
-  auto* r = dynamic_cast<detail::RocksStore*>(&store);
-  if (r == nullptr) return invalid_argument("rocksdb: the store was not opened by idem::rocksdb::open");
-  return r->begin_with(now, std::move(before_commit));
-}
 
 }  // namespace idem::rocksdb

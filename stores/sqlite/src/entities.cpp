@@ -101,10 +101,7 @@ Status SqliteStore::check_staged_revision(const EntityWrite& w, EntityStaging& s
 Status SqliteStore::stage_entity_write(const EntityWrite& w, EntityStaging& st) {
   StagedEntity& staged = st[w.key];
   staged.written = true;
-  EntityRecord& r = staged.record;
-  r.revision = w.expect_revision + 1;
-  if (w.version) r.version = *w.version;
-  if (w.state) r.state = std::string(*w.state);
+  apply_entity_write(w, staged.record);
   if (w.unbuffer) return remove_buffered(w.key, *w.unbuffer);
   return ok_status();
 }

@@ -41,6 +41,7 @@
 #include <string_view>
 #include <vector>
 
+#include "idem/backend/store_wrapper.hpp"
 #include "idem/store.hpp"
 #include "idem/backend/store_uri.hpp"
 
@@ -63,26 +64,50 @@ struct Options {
   std::string snapshot_path{};
 };
 
+struct Stats {
+  std::size_t filters = 0;           // filters allocated now
+  std::size_t filter_bytes = 0;      // their bit arrays, in bytes
+  double bits_per_id = 0;            // filter bits per id at capacity (all filters)
+  std::uint64_t ids = 0;             // ids added to the live filters
+  std::uint64_t early_drops = 0;     // filters dropped before their time (overload)
+  std::uint64_t skipped_reads = 0;   // front: claims answered without a durable read
+  std::uint64_t durable_claims = 0;  // front: claims passed to the durable store
+  bool vouching = false;             // front: negatives skip reads (at the latest `now` seen)
+};
+
+// A standalone store from open(): the Store contract, its snapshot and statistics.
+class FilterStore : public Store {
+ public:
+  // Writes the snapshot now. Returns kFailedPrecondition without a snapshot_path,
+  // kUnavailable if the file cannot be written (the previous one is then intact).
+  virtual Status snapshot() = 0;
+  virtual Stats stats() = 0;
+};
+
+// A filter in front of a durable store, from open_front(): the durable store's
+// contract (it is the base()), a claim that may skip its read, and statistics.
+class FrontStore : public StoreWrapper {
+ public:
+  using StoreWrapper::StoreWrapper;
+  virtual Stats stats() = 0;
+};
+
 // Opens a standalone store. Errors: kInvalidArgument naming the option that cannot be
 // met (zero capacity, fp outside (0,1), window <= 0, generations outside 1..64, or a
 // filter larger than libbloom can address); kDataLoss for a snapshot that is
 // truncated, corrupt or not an idem bloom snapshot; kFailedPrecondition for a snapshot
 // written with other options; kUnavailable if it cannot be read. The snapshot file is
 // never modified by a failed open.
-StatusOr<std::shared_ptr<Store>> open(const Options& options);
+StatusOr<std::shared_ptr<FilterStore>> open(const Options& options);
 
 // From a URI: bloom:[SNAPSHOT]?capacity=N&fp=F&window=W&generations=N, W a number
 // with a unit: ms, s, m, h or d (e.g. 24h); a bare number is ms. Every parameter left
 // out keeps its Options default. Returns kInvalidArgument for an unknown parameter or
 // a bad value, and open()'s errors.
-StatusOr<std::shared_ptr<Store>> open(const StoreUri& uri);
+StatusOr<std::shared_ptr<FilterStore>> open(const StoreUri& uri);
 
 // The Options of such a URI, without opening anything: open(uri) is open(parse_uri(uri)).
 StatusOr<Options> parse_uri(const StoreUri& uri);
-
-// Writes the snapshot now. Returns kFailedPrecondition without a snapshot_path,
-// kUnavailable if the file cannot be written (the previous one is then intact).
-Status snapshot(Store& store);
 
 // What a durable store offers its front filter. Every member may be empty.
 struct DurableHooks {
@@ -119,21 +144,9 @@ inline Options front_options() {
 // kInvalidArgument for a null durable store, a snapshot_path, or an option open()
 // refuses; the warming scan's errors. For a RocksDB store, bloom_rocksdb::open_front
 // (idem/bloom_rocksdb.hpp) passes every hook.
-StatusOr<std::shared_ptr<Store>> open_front(std::shared_ptr<Store> durable, const Options& options, DurableHooks hooks);
+StatusOr<std::shared_ptr<FrontStore>> open_front(std::shared_ptr<Store> durable, const Options& options,
+                                                DurableHooks hooks);
 
-struct Stats {
-  std::size_t filters = 0;           // filters allocated now
-  std::size_t filter_bytes = 0;      // their bit arrays, in bytes
-  double bits_per_id = 0;            // filter bits per id at capacity (all filters)
-  std::uint64_t ids = 0;             // ids added to the live filters
-  std::uint64_t early_drops = 0;     // filters dropped before their time (overload)
-  std::uint64_t skipped_reads = 0;   // front: claims answered without a durable read
-  std::uint64_t durable_claims = 0;  // front: claims passed to the durable store
-  bool vouching = false;             // front: negatives skip reads (at the latest `now` seen)
-};
-
-// Statistics of a store from open() or open_front(); kInvalidArgument for others.
-StatusOr<Stats> stats(Store& store);
 
 // The URI parameters the filter reads (capacity, fp, window, generations).
 Status parse_filter_params(const StoreUri& uri, Options& options);

@@ -3,7 +3,7 @@
 //
 // Entities (Store::entities()): entity records and the reorder buffer of
 // entity.hpp. Every key of one entity shares the entity's hash tag; on a cluster the
-// record of an id claimed with an entity key does too (key_of(store, id,
+// record of an id claimed with an entity key does too (RedisStore::record_key(id,
 // entity_key)), so a commit with an entity write is one script in one slot. The
 // caller then passes the same entity key on every claim, release, extend and commit
 // of the id (store.hpp). Buffer totals and the index of buffered keys are global: on
@@ -101,6 +101,21 @@ struct Options {
   int max_redirects = 5;  // MOVED/ASK redirections followed per command; default 5
 };
 
+// A store opened by redis::open: the Store contract and where it keeps what, for
+// tools and tests.
+class RedisStore : public Store {
+ public:
+  // The key that holds id's record.
+  virtual std::string record_key(std::string_view id) const = 0;
+  // The key that holds the record of an id claimed with entity_key (in the entity's
+  // slot on a cluster; docs/stores.md). kInvalidArgument for an empty entity_key.
+  virtual StatusOr<std::string> record_key(std::string_view id, std::string_view entity_key) const = 0;
+  // Store::inspect of an id claimed with entity_key (whose record
+  // record_key(id, entity_key) holds).
+  virtual StatusOr<std::optional<RecordInfo>> inspect_with_entity(std::string_view id, std::string_view entity_key,
+                                                                  TimePoint now) = 0;
+};
+
 // Connects (and authenticates, selects the database, loads the scripts, and for a
 // cluster reads the slot map). Without options.cluster it first asks the server
 // whether it is a Redis Cluster node (INFO cluster), and if so opens as with
@@ -112,20 +127,7 @@ struct Options {
 // kUnavailable if no server (no seed node) is reachable within connect_timeout /
 // command_timeout; a refused SCRIPT LOAD as the server's error maps (e.g.
 // kResourceExhausted for OOM).
-StatusOr<std::shared_ptr<Store>> open(const Options& options);
-
-// --- for tools and tests ----------------------------------------------------------
-// Each takes a Store that open() returned and answers kInvalidArgument for any other.
-
-// The key that holds id's record.
-StatusOr<std::string> key_of(const Store& store, std::string_view id);
-// The key that holds the record of an id claimed with entity_key (in the entity's
-// slot on a cluster; docs/stores.md). kInvalidArgument for an empty entity_key.
-StatusOr<std::string> key_of(const Store& store, std::string_view id, std::string_view entity_key);
-// Store::inspect of an id claimed with entity_key (whose record key_of(store, id,
-// entity_key) holds).
-StatusOr<std::optional<RecordInfo>> inspect_with_entity(Store& store, std::string_view id, std::string_view entity_key,
-                                                        TimePoint now);
+StatusOr<std::shared_ptr<RedisStore>> open(const Options& options);
 
 // From a URI:
 //   redis://[user:password@]HOST:PORT[,HOST:PORT…][/DB]?prefix=…&cluster=0|1
@@ -134,7 +136,7 @@ StatusOr<std::optional<RecordInfo>> inspect_with_entity(Store& store, std::strin
 // (user, password and prefix percent-encoded); every parameter left out keeps its
 // Options default. Returns kInvalidArgument naming what is wrong with the URI, and
 // open()'s errors.
-StatusOr<std::shared_ptr<Store>> open(const StoreUri& uri);
+StatusOr<std::shared_ptr<RedisStore>> open(const StoreUri& uri);
 
 // Parses a URI into Options without connecting.
 StatusOr<Options> parse_uri(const StoreUri& uri);

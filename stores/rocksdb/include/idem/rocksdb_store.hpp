@@ -88,13 +88,14 @@ struct Options {
 // another process, or the directory cannot be created or written), kDataLoss (a
 // RocksDB database of another layout, or corrupt), kFailedPrecondition (written by a
 // newer layout version). A failed open changes nothing on disk.
-StatusOr<std::shared_ptr<Store>> open(const Options& options);
+class RocksDbStore;
+StatusOr<std::shared_ptr<RocksDbStore>> open(const Options& options);
 
 // From a URI: rocksdb:PATH?sync=true|false&block_cache_mib=N&bloom_bits=N&
 // write_buffer_mib=N&stripes=N&entity_cache=N&cf=NAME[,NAME…]; every parameter left
 // out keeps its Options default. Returns kInvalidArgument for an unknown parameter or
 // a bad value, and open()'s errors.
-StatusOr<std::shared_ptr<Store>> open(const StoreUri& uri);
+StatusOr<std::shared_ptr<RocksDbStore>> open(const StoreUri& uri);
 
 // The Options of such a URI, without opening anything: open(uri) is open(parse_uri(uri)).
 StatusOr<Options> parse_uri(const StoreUri& uri);
@@ -120,35 +121,39 @@ class Batch {
 // The batch of the RocksDB transaction ctx runs in, or null if ctx carries none.
 Batch* batch(const HandlerContext& ctx);
 
-// --- for the Bloom front filter (bloom+rocksdb:) and operations -------------------
-// Each takes the Store that open() returned and answers kInvalidArgument for any other.
-
-// Takes the lease like Store::claim, given the caller knows that request.id has no
-// committed record and no retry count (a negative from a filter holding every id
-// this store has a record of): skips the reads. Leases are still checked.
-StatusOr<ClaimResult> claim_known_absent(Store& store, const ClaimRequest& request);
-
-// claim_known_absent for each request, under one locking of all their stripes.
-// Results in request order; a later copy of an id in `requests` sees the lease the
-// earlier copy took (kInProgress), as with Store::claim_batch.
-std::vector<StatusOr<ClaimResult>> claim_known_absent_batch(Store& store, std::span<const ClaimRequest> requests);
-
-// Calls visit(id, expires_at) for every record in idem_done and idem_retries,
-// expired ones included. Not a snapshot: concurrent writes may or may not be seen.
-Status for_each_record(Store& store, const std::function<void(std::string_view id, TimePoint expires_at)>& visit);
-
-// Store::begin, with before_commit(request) called inside commit() before anything
-// is checked or written (a front filter notes the id there).
-StatusOr<std::unique_ptr<StoreTransaction>> begin_observed(Store& store, TimePoint now,
-                                                           std::function<void(const CommitRequest&)> before_commit);
-
 struct CompactionReport {
   std::uint64_t dropped = 0;  // expired records the compaction filter removed so far
 };
 
-// Lets the compaction filter drop records expired at `now`, compacts idem_done and
-// idem_retries fully, and reports. Ops and tests; not needed in normal operation.
-StatusOr<CompactionReport> compact(Store& store, TimePoint now);
+// A store opened by rocksdb::open: the Store contract, and RocksDB's own calls for the
+// Bloom front filter (bloom+rocksdb:) and for operations. A wrapper of it
+// (StoreWrapper) keeps it as its base(), so these stay reachable through the handle
+// open() returned.
+class RocksDbStore : public Store {
+ public:
+  // Takes the lease like Store::claim, given the caller knows that request.id has no
+  // committed record and no retry count (a negative from a filter holding every id
+  // this store has a record of): skips the reads. Leases are still checked.
+  virtual StatusOr<ClaimResult> claim_known_absent(const ClaimRequest& request) = 0;
+
+  // claim_known_absent for each request, under one locking of all their stripes.
+  // Results in request order; a later copy of an id in `requests` sees the lease the
+  // earlier copy took (kInProgress), as with Store::claim_batch.
+  virtual std::vector<StatusOr<ClaimResult>> claim_known_absent_batch(std::span<const ClaimRequest> requests) = 0;
+
+  // Calls visit(id, expires_at) for every record in idem_done and idem_retries,
+  // expired ones included. Not a snapshot: concurrent writes may or may not be seen.
+  virtual Status for_each_record(const std::function<void(std::string_view id, TimePoint expires_at)>& visit) = 0;
+
+  // Store::begin, with before_commit(request) called inside commit() before anything
+  // is checked or written (a front filter notes the id there).
+  virtual StatusOr<std::unique_ptr<StoreTransaction>> begin_observed(
+      TimePoint now, std::function<void(const CommitRequest&)> before_commit) = 0;
+
+  // Lets the compaction filter drop records expired at `now`, compacts idem_done and
+  // idem_retries fully, and reports. Ops and tests; not needed in normal operation.
+  virtual StatusOr<CompactionReport> compact(TimePoint now) = 0;
+};
 
 // The layout version this build writes.
 inline constexpr int kLayoutVersion = 1;
