@@ -8,9 +8,9 @@
 #include <utility>
 #include <vector>
 
+#include "idem/backend/store_wrapper.hpp"
 #include "idem/consumer.hpp"
 #include "idem/memory_store.hpp"
-#include "idem/backend/store_wrapper.hpp"
 #include "raw_sqlite.hpp"
 #ifdef IDEM_BENCH_WITH_SQLITE_STORE
 #include "idem/sqlite_store.hpp"

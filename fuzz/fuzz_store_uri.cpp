@@ -28,11 +28,11 @@
 #ifdef IDEM_FUZZ_WITH_POSTGRES
 #include "idem/postgres_store.hpp"
 #endif
+#include "idem/backend/store_uri.hpp"
 #include "idem/redis_store.hpp"
 #include "idem/redis_stream_source.hpp"
 #include "idem/rocksdb_store.hpp"
 #include "idem/sqlite_store.hpp"
-#include "idem/backend/store_uri.hpp"
 
 namespace {
 

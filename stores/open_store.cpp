@@ -6,8 +6,8 @@
 #include <string_view>
 #include <utility>
 
-#include "idem/memory_store.hpp"
 #include "idem/backend/store_uri.hpp"
+#include "idem/memory_store.hpp"
 #ifdef IDEM_WITH_SQLITE
 #include "idem/sqlite_store.hpp"
 #endif

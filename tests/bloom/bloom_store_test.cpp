@@ -12,9 +12,9 @@
 #include <thread>
 #include <vector>
 
+#include "idem/backend/store_wrapper.hpp"
 #include "idem/idem.hpp"
 #include "idem/open_store.hpp"
-#include "idem/backend/store_wrapper.hpp"
 
 namespace idem {
 namespace {

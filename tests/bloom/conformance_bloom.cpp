@@ -15,9 +15,9 @@
 // store that declares the combined commit_then_claim (front_combined_memory), which the
 // filter forwards.
 #include "conformance/store_conformance.hpp"
+#include "idem/backend/store_wrapper.hpp"
 #include "idem/bloom_store.hpp"
 #include "idem/memory_store.hpp"
-#include "idem/backend/store_wrapper.hpp"
 
 namespace idem::conformance {
 namespace {

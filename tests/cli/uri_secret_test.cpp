@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "cli/cli_store.hpp"
-#include "idem/open_store.hpp"
 #include "idem/backend/store_uri.hpp"
+#include "idem/open_store.hpp"
 #ifdef IDEM_CLI_WITH_REDIS
 #include "support/redis_server.hpp"
 #endif

@@ -34,10 +34,10 @@
 #include <vector>
 
 #include "conformance/store_conformance.hpp"
+#include "idem/backend/store_wrapper.hpp"
 #include "idem/consumer.hpp"
 #include "idem/runtime.hpp"
 #include "idem/state_gate.hpp"
-#include "idem/backend/store_wrapper.hpp"
 
 namespace idem::conformance {
 namespace {

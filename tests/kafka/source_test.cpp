@@ -14,8 +14,8 @@
 #include <thread>
 #include <vector>
 
-#include "idem/kafka_source.hpp"
 #include "idem/backend/store_uri.hpp"
+#include "idem/kafka_source.hpp"
 #include "support/kafka_server.hpp"
 
 namespace idem::kafka {

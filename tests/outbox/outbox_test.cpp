@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
+#include "idem/backend/store_wrapper.hpp"
 #include "idem/consumer.hpp"
 #include "idem/memory_store.hpp"
-#include "idem/backend/store_wrapper.hpp"
 #include "support/temp_dir.hpp"
 #ifdef IDEM_TEST_SQLITE
 #include "idem/sqlite_store.hpp"

@@ -1,8 +1,8 @@
 // The Pulsar adapter without a broker: its URI, message ids and their positions.
 #include <gtest/gtest.h>
 
-#include "idem/pulsar_source.hpp"
 #include "idem/backend/store_uri.hpp"
+#include "idem/pulsar_source.hpp"
 #include "message_id.hpp"
 
 namespace idem::pulsar {

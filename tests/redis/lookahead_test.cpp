@@ -9,9 +9,9 @@
 #include <deque>
 #include <map>
 
+#include "idem/backend/store_wrapper.hpp"
 #include "idem/consumer.hpp"
 #include "idem/fingerprint.hpp"
-#include "idem/backend/store_wrapper.hpp"
 #include "test_util.hpp"
 
 namespace idem::redis_test {

@@ -13,8 +13,8 @@
 #include <string_view>
 #include <vector>
 
-#include "idem/idem.hpp"
 #include "idem/backend/store_wrapper.hpp"
+#include "idem/idem.hpp"
 #include "idem/open_store.hpp"
 #ifdef IDEM_DOC_EXAMPLES_WITH_SQLITE
 #include "idem/sqlite_store.hpp"

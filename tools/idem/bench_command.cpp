@@ -16,9 +16,9 @@
 #include "bench_rows.hpp"
 #include "commands.hpp"
 #include "exit_codes.hpp"
+#include "idem/backend/store_uri.hpp"
 #include "idem/consumer.hpp"
 #include "idem/open_store.hpp"
-#include "idem/backend/store_uri.hpp"
 
 namespace idem::cli {
 namespace {

@@ -17,9 +17,9 @@
 #include "consume_handler.hpp"
 #include "consumer_flags.hpp"
 #include "exit_codes.hpp"
+#include "idem/backend/store_uri.hpp"
 #include "idem/consumer.hpp"
 #include "idem/runtime.hpp"
-#include "idem/backend/store_uri.hpp"
 #include "trace_line.hpp"
 
 namespace idem::cli {

@@ -6,8 +6,8 @@
 #include <utility>
 
 #include "exit_codes.hpp"
-#include "idem/open_store.hpp"
 #include "idem/backend/store_uri.hpp"
+#include "idem/open_store.hpp"
 
 #ifdef IDEM_TOOL_WITH_MACHINE
 #include "idem/machine_gate.hpp"

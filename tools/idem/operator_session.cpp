@@ -8,8 +8,8 @@
 #include <nlohmann/json.hpp>
 
 #include "exit_codes.hpp"
-#include "idem/open_store.hpp"
 #include "idem/backend/store_uri.hpp"
+#include "idem/open_store.hpp"
 
 namespace idem::cli {
 

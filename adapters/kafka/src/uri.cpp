@@ -1,6 +1,6 @@
 // kafka://HOST:PORT[,HOST:PORT…]/TOPIC?group=G&… → Options.
-#include "idem/kafka_source.hpp"
 #include "idem/backend/store_uri.hpp"
+#include "idem/kafka_source.hpp"
 
 namespace idem::kafka {
 namespace {

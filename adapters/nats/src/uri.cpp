@@ -1,6 +1,6 @@
 // nats://[USER:PASSWORD@]HOST:PORT?stream=S&durable=D&subject=SUBJ&… → Options.
-#include "idem/nats_source.hpp"
 #include "idem/backend/store_uri.hpp"
+#include "idem/nats_source.hpp"
 
 namespace idem::nats {
 namespace {

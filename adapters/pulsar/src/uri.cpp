@@ -1,8 +1,8 @@
 // pulsar-ws://HOST:PORT/TENANT/NAMESPACE/TOPIC?subscription=S&… → Options.
 #include <array>
 
-#include "idem/pulsar_source.hpp"
 #include "idem/backend/store_uri.hpp"
+#include "idem/pulsar_source.hpp"
 
 namespace idem::pulsar {
 namespace {

@@ -1,6 +1,6 @@
 // amqp://[USER[:PASSWORD]@]HOST[:PORT][/VHOST]?queue=Q&… → Options.
-#include "idem/rabbitmq_source.hpp"
 #include "idem/backend/store_uri.hpp"
+#include "idem/rabbitmq_source.hpp"
 
 namespace idem::rabbitmq {
 namespace {

@@ -1,6 +1,6 @@
 // redis-stream://[[USER:]PASSWORD@]HOST:PORT/STREAM?group=G&… → Options.
-#include "idem/redis_stream_source.hpp"
 #include "idem/backend/store_uri.hpp"
+#include "idem/redis_stream_source.hpp"
 
 namespace idem::redis_streams {
 namespace {

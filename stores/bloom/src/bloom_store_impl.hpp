@@ -7,8 +7,8 @@
 #include <mutex>
 
 #include "generations.hpp"
-#include "idem/bloom_store.hpp"
 #include "idem/backend/store_wrapper.hpp"
+#include "idem/bloom_store.hpp"
 #include "leases.hpp"
 
 namespace idem::bloom::detail {

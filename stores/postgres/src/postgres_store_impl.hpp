@@ -15,8 +15,8 @@
 #include <string_view>
 #include <vector>
 
-#include "idem/postgres_store.hpp"
 #include "idem/backend/request_checks.hpp"
+#include "idem/postgres_store.hpp"
 #include "idem/store.hpp"
 #include "pg.hpp"
 

@@ -41,9 +41,9 @@
 #include <string_view>
 #include <vector>
 
+#include "idem/backend/store_uri.hpp"
 #include "idem/backend/store_wrapper.hpp"
 #include "idem/store.hpp"
-#include "idem/backend/store_uri.hpp"
 
 namespace idem::bloom {
 

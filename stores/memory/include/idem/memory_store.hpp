@@ -10,8 +10,8 @@
 #include <cstddef>
 #include <memory>
 
-#include "idem/store.hpp"
 #include "idem/backend/store_uri.hpp"
+#include "idem/store.hpp"
 
 namespace idem::memory {
 

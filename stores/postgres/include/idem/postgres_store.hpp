@@ -62,9 +62,9 @@
 #include <utility>
 #include <vector>
 
+#include "idem/backend/store_uri.hpp"
 #include "idem/handler.hpp"
 #include "idem/store.hpp"
-#include "idem/backend/store_uri.hpp"
 
 struct pg_conn;
 typedef struct pg_conn PGconn;  // NOLINT: libpq's own declaration

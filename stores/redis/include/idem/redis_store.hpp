@@ -53,8 +53,8 @@
 #include <utility>
 #include <vector>
 
-#include "idem/store.hpp"
 #include "idem/backend/store_uri.hpp"
+#include "idem/store.hpp"
 
 namespace idem::redis {
 

@@ -55,9 +55,9 @@
 #include <string_view>
 #include <vector>
 
+#include "idem/backend/store_uri.hpp"
 #include "idem/handler.hpp"
 #include "idem/store.hpp"
-#include "idem/backend/store_uri.hpp"
 
 namespace idem::rocksdb {
 

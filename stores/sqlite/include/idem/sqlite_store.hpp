@@ -28,9 +28,9 @@
 #include <memory>
 #include <string>
 
+#include "idem/backend/store_uri.hpp"
 #include "idem/handler.hpp"
 #include "idem/store.hpp"
-#include "idem/backend/store_uri.hpp"
 
 struct sqlite3;
 
