@@ -73,10 +73,11 @@ class MessageSource {
   // Leaves d to the broker. Default: nothing.
   virtual void hold(const Delivery& d) { (void)d; }
 
-  // Sends every settlement deferred so far. The runtime calls it before each fetch()
-  // once it has applied decisions since the last call, before drained(), when
-  // partitions are revoked and before run() returns. A failure counts as a failed
-  // action (RuntimeMetrics::kActionFailures); what was not sent stays deferred and
+  // Sends every settlement deferred so far. The runtime calls it, when it has applied
+  // decisions since the last call, before a fetch() that may wait or that follows an
+  // empty one, once as many decisions wait as deliveries may be in flight, before
+  // drained(), when partitions are revoked and before run() returns. A failure counts
+  // as a failed action (RuntimeMetrics::kActionFailures); what was not sent stays deferred and
   // goes with the next flush, or comes back from the broker as a redelivery if the
   // connection is lost. Neither fetch() nor drained() sends deferred acks; a broker
   // whose consumer commits a position rather than acking each delivery may commit it

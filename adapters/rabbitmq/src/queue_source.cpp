@@ -133,9 +133,9 @@ Status QueueSource::start_consuming(std::size_t max) {
 }
 
 // Receives what the broker sent, waiting up to `timeout` for the first delivery. The
-// acks and nacks decided meanwhile are committed by flush(), which the runtime calls
-// before each fetch that follows decisions (the broker counts uncommitted acks
-// against the prefetch), or once kCommitEvery are waiting.
+// acks and nacks decided meanwhile are committed by flush() (the broker counts
+// uncommitted acks against the prefetch: the runtime flushes before a fetch that may
+// wait or follows an empty one), or once kCommitEvery are waiting.
 Status QueueSource::fetch(std::size_t max, Duration timeout, std::vector<Delivery>& out) {
   if (Status s = ready(max); !s.ok()) return s;
   std::size_t got = 0;
