@@ -147,7 +147,8 @@ TEST(IdemConsume, ANodeRestartedUnderTheConsumerLosesNothing) {
                                     log);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   server.kill();
-  ASSERT_TRUE(server.restart().ok());
+  const Status restarted = server.restart();
+  ASSERT_TRUE(restarted.ok()) << restarted.to_string();
   EXPECT_EQ(wait_exit(consumer, std::chrono::seconds(120)), 0) << read_file(log);
   long long buffered = -1;
   const auto effects = read_effects(dir.sub("db"), &buffered);

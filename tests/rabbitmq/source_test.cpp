@@ -264,7 +264,8 @@ TEST_F(QueueSourceTest, ZReconnectsAfterTheNodeRestarts) {
   std::vector<Delivery> out;
   EXPECT_EQ(src->fetch(10, Duration(0), out).code(), StatusCode::kUnavailable);
   EXPECT_FALSE(src->ack(got[0]).ok());  // its channel is gone: the broker redelivers it
-  ASSERT_TRUE(server().restart().ok());
+  const Status restarted = server().restart();
+  ASSERT_TRUE(restarted.ok()) << restarted.to_string();
   auto again = fetch_n(*src, 1, Duration(5000));
   ASSERT_EQ(again.size(), 1u);
   EXPECT_EQ(again[0].body, "kept");  // durable queue, persistent message

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <random>
 
 namespace idem::test_support {
@@ -59,12 +60,18 @@ bool port_free(int port) {
   return ok;
 }
 
-std::uint16_t free_port(int lo, int span, int also_free) {
+std::uint16_t free_port(int also_free) {
   static std::mt19937 rng(static_cast<unsigned>(::getpid()) ^
                           static_cast<unsigned>(std::chrono::steady_clock::now().time_since_epoch().count()));
+  int ephemeral = 0;
+  if (std::FILE* f = std::fopen("/proc/sys/net/ipv4/ip_local_port_range", "r")) {
+    if (std::fscanf(f, "%d", &ephemeral) != 1) ephemeral = 0;
+    std::fclose(f);
+  }
+  int lo = 10000, hi = ephemeral - also_free;
+  if (hi - lo < 2000) lo = 20000, hi = 65536 - also_free;  // no room below: take any
   for (int i = 0; i < 1000; ++i) {
-    const int p = lo + static_cast<int>(rng() % static_cast<unsigned>(span));
-    if (p > 65535 || p + also_free > 65535) continue;
+    const int p = lo + static_cast<int>(rng() % static_cast<unsigned>(hi - lo));
     if (port_free(p) && (also_free == 0 || port_free(p + also_free))) return static_cast<std::uint16_t>(p);
   }
   return 0;

@@ -16,11 +16,14 @@ namespace idem::test_support {
 // True iff TCP `port` can be bound on every local address now.
 bool port_free(int port);
 
-// A random port in [lo, lo + span) that port_free() accepts, and with it
-// `port + also_free` when also_free is not 0 (Redis Cluster's bus port); 0 when 1000
-// tries found none. Randomised per process, so parallel tests rarely collide; a
-// caller still retries its start on another port if the server cannot bind.
-std::uint16_t free_port(int lo, int span, int also_free = 0);
+// A random port that port_free() accepts, and with it `port + also_free` when
+// also_free is not 0 (Redis Cluster's bus port); 0 when 1000 tries found none. Taken
+// below the kernel's ephemeral range when that leaves room (10000..32767 by default),
+// so no process's outgoing connection takes it between this call and the server's
+// bind, nor while a restarted server is down. Randomised per process, so parallel
+// tests rarely collide; a caller still retries its start on another port if the
+// server cannot bind.
+std::uint16_t free_port(int also_free = 0);
 
 struct SpawnOptions {
   // "NAME=value" entries added to this process's environment (overriding the same

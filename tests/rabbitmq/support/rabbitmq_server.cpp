@@ -37,7 +37,7 @@ bool accepts(int port) {
   return ok;
 }
 
-std::uint16_t free_port() { return test_support::free_port(30000, 20000); }
+std::uint16_t free_port() { return test_support::free_port(); }
 
 using test_support::reap;
 using test_support::spawn;
@@ -183,9 +183,17 @@ void RabbitServer::stop() {
   pid_ = -1;
 }
 
+// The node is started again on the same ports (clients reconnect to the same address).
+// A start right after SIGKILL can fail while epmd still holds the killed node's name,
+// so it is tried a few times.
 Status RabbitServer::restart() {
   kill();
-  return launch();
+  Status s = ok_status();
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    if (s = launch(); s.ok()) return s;
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+  return s;
 }
 
 StatusOr<std::uint32_t> RabbitServer::ready(const std::string& queue) const {

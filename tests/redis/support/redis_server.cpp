@@ -19,7 +19,7 @@ using test_support::reap;
 using test_support::spawn;
 
 // A port p with p + 10000 (the cluster bus) free too.
-std::uint16_t free_port() { return test_support::free_port(20000, 10000, 10000); }
+std::uint16_t free_port() { return test_support::free_port(10000); }
 
 }  // namespace
 
