@@ -9,7 +9,8 @@
 //   ack          the broker forgets the delivery (XACK, basic.ack, offset commit, Ack)
 //   retry(d)     the broker delivers it again no sooner than d (nack with delay)
 //   dead_letter  publish to the dead-letter destination, then ack
-//   hold         neither: the broker redelivers it on its own terms (lease, timeout)
+//   hold         neither: it comes again later, when the broker redelivers it on its
+//                own terms (lease, ack timeout) or the source hands it out again
 #pragma once
 
 #include <cstddef>
@@ -70,7 +71,10 @@ class MessageSource {
   // Publishes d with the reason and detail to the dead-letter destination, then acks
   // d (atomically where the broker allows it).
   virtual Status dead_letter(const Delivery& d, std::string_view reason, std::string_view detail) = 0;
-  // Leaves d to the broker. Default: nothing.
+  // Leaves d to the broker, which delivers it again on its own terms (a lease, an ack
+  // timeout, the channel's close). A source whose broker never would while this
+  // consumer runs (Kafka within one assignment) hands it out again itself. Default:
+  // nothing.
   virtual void hold(const Delivery& d) { (void)d; }
 
   // Sends every settlement deferred so far. The runtime calls it, when it has applied

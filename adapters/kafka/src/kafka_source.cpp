@@ -12,6 +12,7 @@ namespace {
 constexpr Duration kCommitEvery{100};    // async commits of the decided prefix, at most this often
 constexpr int kSyncTimeoutMs = 10'000;   // committed-offset and watermark queries
 constexpr int kMaxDrainPolls = 100'000;  // polls that serve callbacks before a close
+constexpr std::int64_t kRedeliverAfterMs = 1'000;  // a held or unforwarded delivery comes back
 
 constexpr const char* kDue = "idem-due-ms";
 constexpr const char* kReason = "idem-reason";
@@ -319,10 +320,20 @@ Status KafkaSource::forward(const Delivery& d, const std::string& topic, Headers
   auto key = p->keys.find(static_cast<std::int64_t>(d.handle));
   const std::string& k = origin_key ? origin : key == p->keys.end() ? std::string() : key->second;
   Status s = produce_and_wait(producer_.get(), o_, topic, k, d.body, headers);
-  if (!s.ok()) return s;  // undecided: this partition's commit stays below it
+  if (!s.ok()) {  // undecided: this partition's commit stays below it until it comes back
+    hold(d);
+    return s;
+  }
   p = partition_of(d);    // (producing served no rebalance, but look again all the same)
   if (p != nullptr) decided(*p, d);
   return ok_status();
+}
+
+// Kafka hands a message out once per assignment: left undecided, it would come back
+// only after a rebalance or a restart, and its partition's commit would wait for it
+// until then. So the source hands it out again itself, as other brokers redeliver.
+void KafkaSource::hold(const Delivery& d) {
+  if (partition_of(d) != nullptr) waiting_.emplace(now_ms() + kRedeliverAfterMs, d);
 }
 
 Status KafkaSource::retry(const Delivery& d, Duration delay) {

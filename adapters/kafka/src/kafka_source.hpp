@@ -27,7 +27,8 @@ class KafkaSource final : public MessageSource {
   Status ack(const Delivery& d) override;
   Status retry(const Delivery& d, Duration delay) override;
   Status dead_letter(const Delivery& d, std::string_view reason, std::string_view detail) override;
-  void hold(const Delivery& d) override { (void)d; }  // its offset stays undecided
+  // Its offset stays undecided, and fetch() hands d out again a second later.
+  void hold(const Delivery& d) override;
   StatusOr<bool> drained() override;
   void set_assignment_listener(AssignmentListener* listener) override { listener_ = listener; }
   std::string describe() const override;
@@ -50,7 +51,7 @@ class KafkaSource final : public MessageSource {
   Status poll_some(std::size_t max, Duration timeout, std::vector<Delivery>& out);
   // Turns a message into a delivery: appended to out, or held in waiting_ until due.
   void take(const rd_kafka_message_t* m, std::vector<Delivery>& out);
-  // Hands out held retry-topic deliveries that are due; returns how many.
+  // Hands out the waiting deliveries that are due; returns how many.
   std::size_t release_due(std::size_t max, std::vector<Delivery>& out);
   void pause_or_resume_retries();
   // Commits each partition's decided prefix (of `only`, or of all when empty).
@@ -58,7 +59,7 @@ class KafkaSource final : public MessageSource {
   Partition* partition_of(const Delivery& d);
   void decided(Partition& p, const Delivery& d);
   // Produces d to `topic` with its headers, less idem's, plus `extra` and idem-origin;
-  // then marks it decided. Its key: the origin when origin_key, else d's own key.
+  // then marks it decided. If the produce fails, d is held (hold()). Its key: the origin when origin_key, else d's own key.
   Status forward(const Delivery& d, const std::string& topic, Headers extra, bool origin_key = false);
   std::int64_t now_ms() const;
   void leave_group();
@@ -73,7 +74,8 @@ class KafkaSource final : public MessageSource {
   Handle consumer_;
   Handle producer_;
   std::map<std::string, Partition> parts_;         // by "topic/partition"
-  std::multimap<std::int64_t, Delivery> waiting_;  // due (Unix ms) → retry-topic delivery
+  // due (Unix ms) → a retry-topic delivery, or one held or not forwarded (hold())
+  std::multimap<std::int64_t, Delivery> waiting_;
   bool retries_paused_ = false;
   bool assigned_ = false;  // an assignment is in force: set by assign(), cleared by revoke()
   bool closed_ = false;

@@ -184,6 +184,8 @@ Status TopicSource::republish(const Delivery& d, Duration delay) {
   return forward(self_, d, {{"idem-deliveries", std::to_string(d.delivery_count)}}, delay);
 }
 
+void TopicSource::hold(const Delivery& d) { (void)settle(d, "negativeAcknowledge"); }
+
 Status TopicSource::dead_letter(const Delivery& d, std::string_view reason, std::string_view detail) {
   return forward(dead_letters_, d,
                  {{"idem-reason", std::string(reason)}, {"idem-detail", std::string(detail.substr(0, kMaxDetail))}},
@@ -198,7 +200,10 @@ Status TopicSource::forward(Producer& to, const Delivery& d, Properties extra, D
              .key = d.key,
              .properties = with(d, std::move(extra)),
              .deliver_after_ms = deliver_after.count()};
-  if (Status s = to.send({&m, 1}); !s.ok()) return s;
+  if (Status s = to.send({&m, 1}); !s.ok()) {
+    hold(d);
+    return s;
+  }
   return settle(d, "");
 }
 

@@ -25,6 +25,9 @@ class TopicSource final : public MessageSource {
   Status ack(const Delivery& d) override;
   Status retry(const Delivery& d, Duration delay) override;
   Status dead_letter(const Delivery& d, std::string_view reason, std::string_view detail) override;
+  // Negatively acknowledges d: the broker delivers it again after the nack delay (an
+  // unacked message would otherwise stay with this consumer while it is connected).
+  void hold(const Delivery& d) override;
   StatusOr<bool> drained() override;
   std::string describe() const override;
   void close() override;
@@ -43,7 +46,8 @@ class TopicSource final : public MessageSource {
   // Publishes d again to the topic, due after `delay`, then acks it.
   Status republish(const Delivery& d, Duration delay);
   // Publishes d through `to` with its properties, `extra` and idem-origin over them,
-  // due after `deliver_after` (0: now); acks it once the broker has it.
+  // due after `deliver_after` (0: now); acks it once the broker has it, holds it (hold())
+  // if the publish fails.
   Status forward(Producer& to, const Delivery& d, Properties extra, Duration deliver_after);
 
   Options o_;
