@@ -46,6 +46,24 @@ Status check_extend(const ExtendRequest& q) {
   return check_entity_key_of(q.entity_key, "extend");
 }
 
+std::optional<ClaimResult> answer_held(const ClaimRequest& q, std::int64_t now_ms, const HeldRecord* done,
+                                       const HeldLease* lease) {
+  if (done == nullptr && lease == nullptr) return std::nullopt;
+  const std::optional<std::uint64_t>& held = done != nullptr ? done->fingerprint : lease->fingerprint;
+  if (held && q.fingerprint && *held != *q.fingerprint) return ClaimResult::conflict();
+  ClaimResult c;
+  if (done != nullptr) {
+    c.status = ClaimStatus::kCompleted;
+    if (done->result) c.result.emplace(*done->result);
+    c.dead_lettered = done->dead_lettered;
+  } else {
+    c.status = ClaimStatus::kInProgress;
+    c.owner.assign(lease->owner);
+    c.lease_left = Duration(lease->until_ms - now_ms);
+  }
+  return c;
+}
+
 void apply_entity_write(const EntityWrite& w, EntityRecord& r) {
   r.revision = w.expect_revision + 1;
   if (w.version) r.version = *w.version;

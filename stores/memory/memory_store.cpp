@@ -66,18 +66,15 @@ class Shard {
     } else {
       if (!live(*r, now)) {
         *r = Record{};
-      } else if (done(*r, now) || leased(*r, now)) {
-        if (r->fingerprint && q.fingerprint && *r->fingerprint != *q.fingerprint) {
-          c.status = ClaimStatus::kConflict;
-        } else if (leased(*r, now)) {
-          c.status = ClaimStatus::kInProgress;
-          c.owner = owners_[r->owner];
-          c.lease_left = Duration(r->lease_until_ms - now);
-        } else {
-          c.status = ClaimStatus::kCompleted;
-          if (r->result) c.result = *r->result;
-          c.dead_lettered = r->state == RecordState::kDeadLettered;
-        }
+      } else if (done(*r, now)) {
+        std::optional<std::string_view> result;
+        if (r->result) result = *r->result;
+        const HeldRecord held{r->fingerprint, result, r->state == RecordState::kDeadLettered};
+        c = *answer_held(q, now, &held, nullptr);
+        return;
+      } else if (leased(*r, now)) {
+        const HeldLease held{r->fingerprint, owners_[r->owner], r->lease_until_ms};
+        c = *answer_held(q, now, nullptr, &held);
         return;
       }
     }

@@ -1,5 +1,5 @@
-// The request checks every store makes (idem/backend/request_checks.hpp) and the entity-chain
-// rule of commit_batch.
+// The request checks every store makes (idem/backend/request_checks.hpp), the claim
+// decision and the entity-chain rule of commit_batch.
 #include "idem/backend/request_checks.hpp"
 
 #include <gtest/gtest.h>
@@ -86,6 +86,38 @@ TEST(RequestChecks, EntityRequests) {
   p = put;
   p.id = "";
   expect_refused(check_buffer_put(p), "buffer_put: empty id");
+}
+
+TEST(ClaimDecision, ADoneRecordWinsThenALeaseThenAGrant) {
+  ClaimRequest q{"id", "me", milliseconds(100)};
+  q.fingerprint = 7;
+  const HeldRecord done{7, std::string_view("r"), true};
+  const HeldLease lease{7, "other", 1'250};
+  EXPECT_FALSE(answer_held(q, 1'000, nullptr, nullptr).has_value());  // granted
+  const auto completed = answer_held(q, 1'000, &done, &lease);
+  ASSERT_TRUE(completed.has_value());
+  EXPECT_EQ(completed->status, ClaimStatus::kCompleted);
+  EXPECT_EQ(completed->result, std::optional<std::string>("r"));
+  EXPECT_TRUE(completed->dead_lettered);
+  const auto leased = answer_held(q, 1'000, nullptr, &lease);
+  ASSERT_TRUE(leased.has_value());
+  EXPECT_EQ(leased->status, ClaimStatus::kInProgress);
+  EXPECT_EQ(leased->owner, "other");
+  EXPECT_EQ(leased->lease_left, milliseconds(250));
+}
+
+TEST(ClaimDecision, AFingerprintConflictsOnlyWhenBothAreSetAndDiffer) {
+  ClaimRequest q{"id", "me", milliseconds(100)};
+  const HeldRecord done{7, std::nullopt, false};
+  const HeldLease lease{7, "other", 2'000};
+  q.fingerprint = 8;
+  EXPECT_EQ(answer_held(q, 1'000, &done, nullptr)->status, ClaimStatus::kConflict);
+  EXPECT_EQ(answer_held(q, 1'000, nullptr, &lease)->status, ClaimStatus::kConflict);
+  q.fingerprint.reset();
+  EXPECT_EQ(answer_held(q, 1'000, &done, nullptr)->status, ClaimStatus::kCompleted);
+  const HeldLease unmarked{std::nullopt, "other", 2'000};
+  q.fingerprint = 8;
+  EXPECT_EQ(answer_held(q, 1'000, nullptr, &unmarked)->status, ClaimStatus::kInProgress);
 }
 
 TEST(EntityChains, AFailureStopsItsKeysChainOnly) {

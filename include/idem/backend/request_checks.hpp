@@ -1,6 +1,7 @@
-// For backend authors: the checks every store makes of the requests it is given, and
-// the entity-chain rule of commit_batch, written once so that every backend refuses
-// the same requests with the same messages.
+// For backend authors: the checks every store makes of the requests it is given, the
+// claim decision, the entity write and the entity-chain rule of commit_batch, written
+// once so that every backend refuses the same requests with the same messages and
+// answers the same claims alike.
 //
 // A check returns OK, or kInvalidArgument with the message "<method>: <what is wrong>"
 // (e.g. "claim: empty id"). A store calls it first and answers its error unchanged,
@@ -10,6 +11,8 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <unordered_set>
@@ -43,6 +46,29 @@ namespace idem {
 // backend that applies entity writes in C++ calls it (Redis's commit script does the
 // same on the server).
 void apply_entity_write(const EntityWrite& write, EntityRecord& record);
+
+// What a claim finds held for its id, for answer_held(): a live done record (its
+// expiry not yet passed) and a live lease (until_ms > the claim's now).
+struct HeldRecord {
+  std::optional<std::uint64_t> fingerprint;
+  std::optional<std::string_view> result;
+  bool dead_lettered = false;
+};
+struct HeldLease {
+  std::optional<std::uint64_t> fingerprint;
+  std::string_view owner;
+  std::int64_t until_ms = 0;  // Unix milliseconds
+};
+
+// The claim decision every backend makes (Redis's claim script makes it on the
+// server): for claim q at now_ms (Unix milliseconds) of an id whose live done record
+// is `done` and whose live lease is `lease` (null: none), the answer when one is held,
+// or nullopt when neither is, and the claim is then granted. A done record wins over a
+// lease. A held fingerprint that differs from q's (both set) is kConflict; else
+// kCompleted (its result and dead-letter mark) or kInProgress (the owner and the time
+// left). The caller adds what only it reads (ClaimResult::outbox_unsent).
+std::optional<ClaimResult> answer_held(const ClaimRequest& q, std::int64_t now_ms, const HeldRecord* done,
+                                       const HeldLease* lease);
 
 // The rule of StoreCapabilities::entity_chains for one commit_batch call: once a
 // request carrying an entity write of key K has failed, every later request of the

@@ -105,19 +105,15 @@ StatusOr<ClaimResult> BloomStore::claim(const ClaimRequest& q) {
   Stripe& s = stripes_.of(p);
   std::lock_guard lock(mu_);
   auto it = s.leases.find(h);
+  // The filter is asked only for an id without a lease: one leased and not committed
+  // since is not in it, so a hit there would be a false positive.
   if (it != s.leases.end() && it->second.until_ms > now) {
-    const Lease& l = it->second;
-    if (l.fingerprint && q.fingerprint && *l.fingerprint != *q.fingerprint) return ClaimResult::conflict();
-    ClaimResult c;
-    c.status = ClaimStatus::kInProgress;
-    c.owner = l.owner;
-    c.lease_left = Duration(l.until_ms - now);
-    return c;
+    const HeldLease held{it->second.fingerprint, it->second.owner, it->second.until_ms};
+    return *answer_held(q, now, nullptr, &held);
   }
   if (it == s.leases.end() && filter_.maybe_contains(p, now)) {
-    ClaimResult c;
-    c.status = ClaimStatus::kCompleted;
-    return c;
+    const HeldRecord held{};  // a filter keeps no fingerprint nor result
+    return *answer_held(q, now, &held, nullptr);
   }
   if (it != s.leases.end()) {
     it->second = Lease{std::string(q.owner), now + q.lease.count(), q.fingerprint};

@@ -36,24 +36,18 @@ std::optional<ClaimResult> read_claim(const PGresult* r, int row, const ClaimReq
   const int state = get_i16(r, row, 3);
   std::optional<std::uint64_t> fp;
   if (!is_null(r, row, 6)) fp = static_cast<std::uint64_t>(get_i64(r, row, 6));
-  const bool differs = fp && q.fingerprint && *fp != *q.fingerprint;
   if (state >= kRowCompleted && get_i64(r, row, 8) > now) {
-    if (differs) return ClaimResult::conflict();
-    ClaimResult c;
-    c.status = ClaimStatus::kCompleted;
-    c.result = get_opt_bytes(r, row, 7);
-    c.dead_lettered = state == kRowDeadLettered;
-    c.outbox_unsent = q.check_outbox && get_bool(r, row, 12);
+    const std::optional<std::string> result = get_opt_bytes(r, row, 7);
+    const HeldRecord held{fp, result, state == kRowDeadLettered};
+    ClaimResult c = *answer_held(q, now, &held, nullptr);
+    c.outbox_unsent = c.status == ClaimStatus::kCompleted && q.check_outbox && get_bool(r, row, 12);
     return c;
   }
   const std::int64_t until = get_i64(r, row, 5);
   if (state == kRowInProgress && until > now) {
-    if (differs) return ClaimResult::conflict();
-    ClaimResult c;
-    c.status = ClaimStatus::kInProgress;
-    c.owner = get_bytes(r, row, 4);
-    c.lease_left = Duration(until - now);
-    return c;
+    const std::string owner = get_bytes(r, row, 4);
+    const HeldLease held{fp, owner, until};
+    return answer_held(q, now, nullptr, &held);
   }
   return std::nullopt;
 }

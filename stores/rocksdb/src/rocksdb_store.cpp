@@ -116,23 +116,13 @@ Status RocksStore::read(std::string_view id, Lookup& out, bool want_done, std::o
 
 ClaimResult RocksStore::decide_claim(Stripe& s, const ClaimRequest& q, std::int64_t now, const Lookup& l) {
   auto it = s.leases.find(q.id);
-  if (it != s.leases.end() && it->second.until_ms > now) {
-    const Lease& lease = it->second;
-    if (lease.fingerprint && q.fingerprint && *lease.fingerprint != *q.fingerprint) return ClaimResult::conflict();
-    ClaimResult c;
-    c.status = ClaimStatus::kInProgress;
-    c.owner = lease.owner;
-    c.lease_left = Duration(lease.until_ms - now);
-    return c;
-  }
-  if (l.done && l.done->expires_ms > now) {
-    if (l.done->fingerprint && q.fingerprint && *l.done->fingerprint != *q.fingerprint) return ClaimResult::conflict();
-    ClaimResult c;
-    c.status = ClaimStatus::kCompleted;
-    c.result = l.done->result;
-    c.dead_lettered = l.done->kind == RecordKind::kDeadLettered;
-    return c;
-  }
+  std::optional<HeldRecord> done;
+  if (l.done && l.done->expires_ms > now)
+    done.emplace(HeldRecord{l.done->fingerprint, l.done->result, l.done->kind == RecordKind::kDeadLettered});
+  std::optional<HeldLease> lease;
+  if (it != s.leases.end() && it->second.until_ms > now)
+    lease.emplace(HeldLease{it->second.fingerprint, it->second.owner, it->second.until_ms});
+  if (auto held = answer_held(q, now, done ? &*done : nullptr, lease ? &*lease : nullptr)) return std::move(*held);
   const std::uint32_t retries = l.retries && l.retries->expires_ms > now ? l.retries->retries : 0;
   s.set_lease(it, q.id, q.owner, now + q.lease.count(), q.fingerprint, l.retries.has_value());
   ClaimResult c = ClaimResult::granted(retries);

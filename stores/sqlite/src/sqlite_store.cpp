@@ -67,10 +67,6 @@ std::uint32_t live_retries(const std::optional<R>& row, std::int64_t now) {
   return row && !is_done_state(row->state) && row->expires_ms > now ? row->retries : 0;
 }
 
-bool differs(const std::optional<std::uint64_t>& stored, const std::optional<std::uint64_t>& asked) {
-  return stored && asked && *stored != *asked;
-}
-
 }  // namespace
 
 SqliteStore::SqliteStore(sqlite3* db, Options options) : conn_(db), options_(std::move(options)) {}
@@ -214,12 +210,9 @@ StatusOr<ClaimResult> SqliteStore::claim_one(const ClaimRequest& q,
   auto row = read_row(q.id);
   if (!row.ok()) return row.status();
   if (done(*row, now)) {
-    if (differs((*row)->fingerprint, q.fingerprint)) return ClaimResult::conflict();
-    ClaimResult c;
-    c.status = ClaimStatus::kCompleted;
-    c.result = (*row)->result;
-    c.dead_lettered = (*row)->state == kRowDeadLettered;
-    if (q.check_outbox) {
+    const HeldRecord held{(*row)->fingerprint, (*row)->result, (*row)->state == kRowDeadLettered};
+    ClaimResult c = *answer_held(q, now, &held, nullptr);
+    if (q.check_outbox && c.status == ClaimStatus::kCompleted) {
       auto unsent = has_unsent(q.id);
       if (!unsent.ok()) return unsent.status();
       c.outbox_unsent = *unsent;
@@ -228,12 +221,8 @@ StatusOr<ClaimResult> SqliteStore::claim_one(const ClaimRequest& q,
   }
   const auto lease = lease_of(q.id, *row);
   if (lease && lease->until_ms > now) {
-    if (differs(lease->fingerprint, q.fingerprint)) return ClaimResult::conflict();
-    ClaimResult c;
-    c.status = ClaimStatus::kInProgress;
-    c.owner = lease->owner;
-    c.lease_left = Duration(lease->until_ms - now);
-    return c;
+    const HeldLease held{lease->fingerprint, lease->owner, lease->until_ms};
+    return *answer_held(q, now, nullptr, &held);
   }
   const std::uint32_t retries = live_retries(*row, now);
   const std::int64_t until = now + q.lease.count();
