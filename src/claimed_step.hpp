@@ -81,7 +81,7 @@ Decision Pipeline::run_claimed(const Subject& subject, std::uint32_t retries, F&
   ClaimedStep step(*this, subject, retries, start, lease_until.value_or(start + o_.lease), gate);
   std::unique_ptr<StoreTransaction> txn;
   if (o_.transactional) {
-    auto t = timed_store([&] { return impl_.store->begin(last_); });
+    auto t = clock_.timed_store([&] { return impl_.store->begin(clock_.last()); });
     if (!t.ok()) {
       (void)impl_.store->release(release_req(step.request_key(), subject.id, false));
       return store_failure(t.status());
@@ -93,10 +93,10 @@ Decision Pipeline::run_claimed(const Subject& subject, std::uint32_t retries, F&
     if (txn) txn->rollback();
     return step.failed();
   }
-  if (txn && impl_.dispatcher && deferred_outbox_ == nullptr) (void)impl_.dispatcher->flush_marks(last_);
-  for (OutboxEntry& e : outgoing) e.created_at = last_;
+  if (txn && impl_.dispatcher && deferred_outbox_ == nullptr) (void)impl_.dispatcher->flush_marks(clock_.last());
+  for (OutboxEntry& e : outgoing) e.created_at = clock_.last();
   const CommitRequest req = step.commit(outgoing);
-  const Status s = timed_store([&] { return txn ? txn->commit(req) : impl_.store->commit(req); });
+  const Status s = clock_.timed_store([&] { return txn ? txn->commit(req) : impl_.store->commit(req); });
   if (s.ok() && !outgoing.empty()) dispatch_committed(outgoing);
   if (!s.ok() && (txn || s.code() == StatusCode::kAborted)) {
     // Nothing was committed: with a transaction the handler's writes were rolled back

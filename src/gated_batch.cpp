@@ -112,12 +112,12 @@ void GatedBatch::order_by_version() {
 void GatedBatch::claim_firsts() {
   std::vector<ClaimRequest> claims;
   claims.reserve(firsts_.size());
-  start_ = p_.read_clock();
+  start_ = p_.clock_.read();
   for (std::size_t i : firsts_) {
     fps_[i] = Pipeline::fingerprint_of(ms_[i]);
     claims.push_back({*ms_[i].id, o_.owner, o_.lease, fps_[i], start_, *ms_[i].key});
   }
-  claims_ = p_.timed_store([&] { return store_.claim_batch(claims); });
+  claims_ = p_.clock_.timed_store([&] { return store_.claim_batch(claims); });
 }
 
 void GatedBatch::walk(std::size_t k) {
@@ -125,7 +125,7 @@ void GatedBatch::walk(std::size_t k) {
   const MessageView& m = ms_[i];
   auto& claim = claims_[k];
   if (!claim.ok() || claim->status != ClaimStatus::kNew) {
-    p_.started(m, start_, handler_start_[i]);
+    p_.clock_.started(m, start_, handler_start_[i]);
     out_[i] = claim.ok() ? p_.answer_existing(*claim) : p_.fail_open_or_closed(m, h_, i, claim.status(), start_);
     return;
   }
@@ -134,7 +134,7 @@ void GatedBatch::walk(std::size_t k) {
   EntityRecord* p = projection(i, *claim);
   if (p == nullptr) return;
   Gate g;
-  const TimePoint t = p_.read_clock();
+  const TimePoint t = p_.clock_.read();
   const bool renew = lease_renewal_due(start_, t, o_.lease);
   Turn turn = Turn::kRecheck;
   while (!renew && turn == Turn::kRecheck && !applies_in_order(m, *p, g)) {
@@ -155,7 +155,7 @@ EntityRecord* GatedBatch::projection(std::size_t i, const ClaimResult& claim) {
   if (!ks.projected && !ks.stale) ks.projected = claim.entity;
   if (!ks.projected) {
     const std::string_view key = *ms_[i].key;
-    auto e = p_.timed_store([&] { return store_.entities()->read_entity(key); });
+    auto e = p_.clock_.timed_store([&] { return store_.entities()->read_entity(key); });
     if (!e.ok()) {
       (void)store_.release(p_.release_req(key, *ms_[i].id, false));
       out_[i] = p_.store_failure(e.status());
@@ -171,7 +171,7 @@ void GatedBatch::run_in_order(std::size_t i, const ClaimResult& claim, EntityRec
   const MessageView& m = ms_[i];
   const std::string_view key = *m.key;
   const std::uint32_t kid = key_of_[i];
-  p_.started(m, t, handler_start_[i]);
+  p_.clock_.started(m, t, handler_start_[i]);
   ClaimedStep step(p_, subject_of(m, fps_[i]), claim.retries, t, start_ + o_.lease, &g, &runs_[i]);
   if (!step.run(Pipeline::handler_of(h_, i))) {
     // The failure path may write the entity (a dead-lettered version is used up).
@@ -200,7 +200,7 @@ void GatedBatch::put_deferred() {
     const MessageView& m = ms_[d.index];
     puts.push_back({*m.key, *m.version, *m.id, d.message, d.at, o_.ordering.limits});
   }
-  const auto answers = p_.timed_store([&] { return store_.entities()->buffer_put_batch(puts); });
+  const auto answers = p_.clock_.timed_store([&] { return store_.entities()->buffer_put_batch(puts); });
   for (std::size_t k = 0; k < deferred_.size(); ++k) {
     const std::size_t i = deferred_[k].index;
     out_[i] = p_.after_buffer_put(ms_[i], fps_[i], answers[k], deferred_[k].expected);
@@ -216,7 +216,7 @@ void GatedBatch::absorb_after_pending() {
             [&](std::uint32_t a, std::uint32_t b) { return key_names_[a] < key_names_[b]; });
   for (std::uint32_t k : advanced) {
     if (!keys_[k].projected) continue;
-    auto next = p_.timed_store([&] { return store_.entities()->buffer_read(key_names_[k], kAbsorbAhead); });
+    auto next = p_.clock_.timed_store([&] { return store_.entities()->buffer_read(key_names_[k], kAbsorbAhead); });
     if (next.ok()) absorb(k, *keys_[k].projected, *next);  // drain() runs what it leaves
   }
 }
@@ -242,7 +242,7 @@ void GatedBatch::add_pending(std::uint32_t k) {
 
 void GatedBatch::flush() {
   if (commits_.empty()) return;
-  auto statuses = p_.timed_store([&] { return store_.commit_batch(commits_); });
+  auto statuses = p_.clock_.timed_store([&] { return store_.commit_batch(commits_); });
   for (std::size_t k = 0; k < commit_index_.size(); ++k) {
     const std::size_t i = commit_index_[k];
     if (i >= ms_.size()) {
@@ -310,11 +310,11 @@ std::size_t GatedBatch::absorb(std::uint32_t k, EntityRecord& p, std::vector<Buf
   }
   const std::size_t n = drop_stale(k, p, entries);
   if (n == 0) return 0;
-  const TimePoint t = p_.read_clock();
+  const TimePoint t = p_.clock_.read();
   std::vector<ClaimRequest> qs;
   qs.reserve(n);
   for (std::size_t j = 0; j < n; ++j) qs.push_back({entries[j].id, o_.owner, o_.lease, std::nullopt, t, key});
-  auto granted = p_.timed_store([&] { return store_.claim_batch(qs); });
+  auto granted = p_.clock_.timed_store([&] { return store_.claim_batch(qs); });
   std::size_t ran = 0;
   for (; ran < n; ++ran) {
     auto& c = granted[ran];
@@ -416,15 +416,15 @@ void GatedBatch::single(std::size_t i, const ClaimResult& claim, TimePoint t, bo
   TimePoint lease_until = start_ + o_.lease;
   if (renew) {
     ExtendRequest req{*m.id, o_.owner, o_.lease, t, key};
-    if (!p_.timed_store([&] { return store_.extend(req); }).ok()) {
+    if (!p_.clock_.timed_store([&] { return store_.extend(req); }).ok()) {
       out_[i] = p_.process(m, h_, i);  // the lease was lost: claim it again
       finished_[i] = true;
       return;
     }
     lease_until = t + o_.lease;
   }
-  p_.started(m, t, handler_start_[i]);
-  auto e = p_.timed_store([&] { return store_.entities()->read_entity(key); });
+  p_.clock_.started(m, t, handler_start_[i]);
+  auto e = p_.clock_.timed_store([&] { return store_.entities()->read_entity(key); });
   if (!e.ok()) {
     (void)store_.release(p_.release_req(key, *m.id, false));
     out_[i] = p_.store_failure(e.status());
@@ -449,7 +449,7 @@ GatedBatch::Turn GatedBatch::out_of_turn(std::size_t i, const ClaimResult& claim
   if (v == expected) return Turn::kSingle;
   if (v > expected) {
     const std::size_t want = chains_ ? kAbsorbAhead : 1;
-    auto next = p_.timed_store([&] { return store_.entities()->buffer_read(*m.key, want); });
+    auto next = p_.clock_.timed_store([&] { return store_.entities()->buffer_read(*m.key, want); });
     if (!next.ok()) return Turn::kSingle;
     // Entries below `expected` are stale, or removed by this batch's pending commits.
     const auto live =
@@ -459,7 +459,7 @@ GatedBatch::Turn GatedBatch::out_of_turn(std::size_t i, const ClaimResult& claim
       return moved ? Turn::kRecheck : Turn::kSingle;
     }
   }
-  p_.started(m, t, handler_start_[i]);
+  p_.clock_.started(m, t, handler_start_[i]);
   ClaimResult c = claim;
   c.entity = p;
   Gate g;

@@ -104,7 +104,7 @@ Decision Engine::process_ahead(const MessageView& m, detail::HandlerThunk h, con
       return *bad_decision;
     }
     const auto fp = Pipeline::fingerprint_of(m);
-    const TimePoint t = p.read_clock();
+    const TimePoint t = p.clock_.read();
     if (pre && (pre->id != *m.id || pre->fingerprint != fp)) drop(t);
     start = t;
     std::optional<ClaimResult> claim;
@@ -113,13 +113,13 @@ Decision Engine::process_ahead(const MessageView& m, detail::HandlerThunk h, con
       if (pre->claim.status == ClaimStatus::kNew) {
         lease_until = pre->at + opts_.lease;
         if (lease_renewal_due(pre->at, t, opts_.lease)) {
-          Status s = p.timed_store([&] { return store.extend({*m.id, opts_.owner, opts_.lease, t, std::nullopt}); });
+          Status s = p.clock_.timed_store([&] { return store.extend({*m.id, opts_.owner, opts_.lease, t, std::nullopt}); });
           if (s.ok()) {
             lease_until = t + opts_.lease;
             claim = std::move(pre->claim);
           } else if (s.code() != StatusCode::kFailedPrecondition) {
-            drop(p.last_);  // the store failed: give the lease back if it can be reached
-            return p.fail_open_or_closed(m, h, index, s, p.last_);
+            drop(p.clock_.last());  // the store failed: give the lease back if it can be reached
+            return p.fail_open_or_closed(m, h, index, s, p.clock_.last());
           }  // else the lease was lost: claim as the plain path does
         } else {
           claim = std::move(pre->claim);
@@ -129,8 +129,8 @@ Decision Engine::process_ahead(const MessageView& m, detail::HandlerThunk h, con
       }
     }
     if (!claim) {
-      const TimePoint now = p.last_;
-      auto c = p.timed_store([&] { return store.claim({*m.id, opts_.owner, opts_.lease, fp, now, std::nullopt}); });
+      const TimePoint now = p.clock_.last();
+      auto c = p.clock_.timed_store([&] { return store.claim({*m.id, opts_.owner, opts_.lease, fp, now, std::nullopt}); });
       if (!c.ok()) return p.fail_open_or_closed(m, h, index, c.status(), now);
       claim = std::move(c).value();
       start = now;
@@ -144,15 +144,15 @@ Decision Engine::process_ahead(const MessageView& m, detail::HandlerThunk h, con
     Status s;
     if (next != nullptr && !p.validate(*next)) {
       const auto next_fp = Pipeline::fingerprint_of(*next);
-      const TimePoint at = p.last_;
+      const TimePoint at = p.clock_.last();
       const ClaimRequest q{*next->id, opts_.owner, opts_.lease, next_fp, at, std::nullopt};
-      auto both = p.timed_store([&] { return store.commit_then_claim(commit, q); });
+      auto both = p.clock_.timed_store([&] { return store.commit_then_claim(commit, q); });
       s = std::move(both.commit);
       if (both.claim.ok() && (both.claim->status == ClaimStatus::kNew || both.claim->status == ClaimStatus::kCompleted))
         la.keep({std::string(*next->id), next_fp, std::move(both.claim).value(), at}, &store, &opts_.owner,
                 impl_->clock.get());
     } else {
-      s = p.timed_store([&] { return store.commit(commit); });
+      s = p.clock_.timed_store([&] { return store.commit(commit); });
     }
     return step.landed(s);
   }();

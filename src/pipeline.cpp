@@ -1,11 +1,12 @@
-// The pipeline of docs/design.md §2 (pipeline.hpp): dedup, the paths of each guarantee,
-// the handler run and the commit.
+// The pieces every path of the pipeline (pipeline.hpp) shares: message validation, the
+// answer to a claim that found its id held, the commit and release requests, what
+// follows a commit or a failed run (retry, dead letter, lease lost), the purge
+// cadence, the outbox's dispatch, and the counting of each decision.
 #include "pipeline.hpp"
 
 #include <chrono>
 #include <string>
 
-#include "claimed_step.hpp"
 
 namespace idem::detail {
 
@@ -73,7 +74,7 @@ CommitRequest Pipeline::commit_request(EntityKey key, std::string_view id, std::
   c.id = id;
   c.owner = o_.owner;
   c.fingerprint = fp;
-  c.now = last_;
+  c.now = clock_.last();
   c.ttl = o_.ttl;
   c.result = result;
   c.outcome = outcome;
@@ -91,7 +92,7 @@ CommitRequest Pipeline::commit_request(EntityKey key, std::string_view id, std::
 }
 
 ReleaseRequest Pipeline::release_req(EntityKey key, std::string_view id, bool count_retry) const {
-  return {id, o_.owner, count_retry, last_, o_.ttl, key};
+  return {id, o_.owner, count_retry, clock_.last(), o_.ttl, key};
 }
 
 void Pipeline::after_commit(const Status& s, const Run& run, Decision& d) {
@@ -112,14 +113,14 @@ void Pipeline::after_commit(const Status& s, const Run& run, Decision& d) {
 Decision Pipeline::after_failure(EntityKey key, std::string_view id, std::optional<std::uint64_t> fp,
                                  std::uint32_t retries, const Run& run, Gate* gate) {
   if (run.unacknowledged) {
-    Status s = timed_store([&] { return impl_.store->release(release_req(key, id, false)).status(); });
+    Status s = clock_.timed_store([&] { return impl_.store->release(release_req(key, id, false)).status(); });
     if (!s.ok()) log_error(impl_.log, "idem: release failed: {}", s.to_string());
     Decision d = Decision::hold(Reason::kUnacknowledged);
     d.detail = "manual guarantee: the handler neither acked nor nacked";
     return d;
   }
   if (retries >= o_.max_retries) return dead_letter_now(key, id, fp, gate, Reason::kRetriesExhausted, run.error);
-  auto r = timed_store([&] { return impl_.store->release(release_req(key, id, true)); });
+  auto r = clock_.timed_store([&] { return impl_.store->release(release_req(key, id, true)); });
   if (!r.ok()) log_error(impl_.log, "idem: release failed (the lease will expire instead): {}", r.status().to_string());
   const Duration delay = run.delay.count() > 0 ? run.delay : o_.backoff.delay_for(retries);
   Decision d = Decision::retry(run.failure_reason, delay);
@@ -138,7 +139,7 @@ void Pipeline::note_commit() {
     return;
   }
   impl_.commits.store(0, std::memory_order_relaxed);
-  auto r = timed_store([&] { return impl_.store->purge_expired(last_, o_.purge_batch); });
+  auto r = clock_.timed_store([&] { return impl_.store->purge_expired(clock_.last(), o_.purge_batch); });
   if (!r.ok()) log_warn(impl_.log, "idem: purge of expired records failed: {}", r.status().to_string());
 }
 
@@ -161,71 +162,6 @@ void Pipeline::finish(const MessageView& m, const Decision& d, std::optional<Tim
            wait, work, wait >= work ? "queue wait (the timer started before the handler did)" : "handler time");
 }
 
-Decision Pipeline::at_least_once(const MessageView& m, detail::HandlerThunk h, std::size_t index, TimePoint& start) {
-  start = read_clock();
-  // No durable count here: the broker's delivery count (if extracted) caps retries.
-  const std::uint32_t delivered = std::max<std::uint32_t>(m.delivery_count.value_or(1), 1);
-  const std::uint32_t retries = delivered - 1;
-  ClaimedStep step(*this, subject_of(m, std::nullopt), retries, start, start);
-  if (step.run(handler_of(h, index))) return Decision::ack(Reason::kProcessed);
-  const Run& run = step.result();
-  if (m.delivery_count && retries >= o_.max_retries) return Decision::dead_letter(Reason::kRetriesExhausted, run.error);
-  Decision d = Decision::retry(run.failure_reason, run.delay.count() > 0 ? run.delay : o_.backoff.delay_for(retries));
-  d.detail = run.error;
-  return d;
-}
-
-Decision Pipeline::at_most_once(const MessageView& m, detail::HandlerThunk h, std::size_t index, TimePoint& start) {
-  const auto fp = fingerprint_of(m);
-  start = read_clock();
-  auto claim = timed_store([&] { return impl_.store->claim({*m.id, o_.owner, o_.lease, fp, start, std::nullopt}); });
-  if (!claim.ok()) return fail_open_or_closed(m, h, index, claim.status(), start);
-  if (claim->status != ClaimStatus::kNew) return answer_existing(*claim);
-  Status s = timed_store(
-      [&] { return impl_.store->commit(commit_request(std::nullopt, *m.id, fp, Outcome::kProcessed, std::nullopt)); });
-  if (!s.ok()) {
-    Decision d = Decision::ack(Reason::kProcessed);
-    after_commit(s, Run{}, d);
-    return d;
-  }
-  note_commit();
-  ClaimedStep step(*this, subject_of(m, fp), claim->retries, start, start);
-  if (step.run(handler_of(h, index))) return Decision::ack(Reason::kProcessed);
-  const Run& run = step.result();
-  log_error(impl_.log, "idem: at_most_once: handler failed for id {} and the message is dropped: {}", printable(*m.id),
-            run.error);
-  Decision d = Decision::ack(Reason::kHandlerFailed);
-  d.detail = run.error;
-  return d;
-}
-
-Decision Pipeline::effectively_once(const MessageView& m, detail::HandlerThunk h, std::size_t index, TimePoint& start) {
-  const auto fp = fingerprint_of(m);
-  start = read_clock();  // the lease starts when the handler starts, not at receipt
-  ClaimRequest req{*m.id, o_.owner, o_.lease, fp, start, std::nullopt};
-  req.check_outbox = impl_.dispatcher != nullptr;
-  const bool gated = entity_gated(o_);
-  if (gated) req.entity_key = *m.key;
-  auto claim = timed_store([&] { return impl_.store->claim(req); });
-  if (!claim.ok()) return fail_open_or_closed(m, h, index, claim.status(), start);
-  if (claim->status != ClaimStatus::kNew) {
-    // A duplicate whose outgoing messages are still unsent sends them; the claim says
-    // so, so a duplicate whose messages were sent reads nothing more.
-    if (claim->status == ClaimStatus::kCompleted && claim->outbox_unsent && impl_.dispatcher)
-      dispatch_pending_of(*m.id);
-    return answer_existing(*claim);
-  }
-  if (!gated) return run_claimed(subject_of(m, fp), claim->retries, handler_of(h, index), start, nullptr);
-  Gate g;
-  if (auto early = gate(m, *claim, fp, h, index, g)) {
-    if (g.advanced && o_.ordering.mode == Ordering::kStrict) drain(g.key, h);  // a dead-lettered version was used up
-    return *early;
-  }
-  Decision d = run_claimed(subject_of(m, fp), claim->retries, handler_of(h, index), start, &g);
-  if (g.advanced && o_.ordering.mode == Ordering::kStrict) drain(g.key, h);
-  return d;
-}
-
 void Pipeline::dispatch_committed(std::vector<OutboxEntry>& entries) {
   if (deferred_outbox_ != nullptr) {
     for (OutboxEntry& e : entries) deferred_outbox_->push_back(std::move(e));
@@ -236,10 +172,10 @@ void Pipeline::dispatch_committed(std::vector<OutboxEntry>& entries) {
 
 void Pipeline::dispatch_pending_of(std::string_view id) {
   if (deferred_outbox_ == nullptr) {
-    (void)impl_.dispatcher->send_pending_of(id, last_);
+    (void)impl_.dispatcher->send_pending_of(id, clock_.last());
     return;
   }
-  (void)impl_.dispatcher->flush_marks(last_);  // joins the open batch transaction
+  (void)impl_.dispatcher->flush_marks(clock_.last());  // joins the open batch transaction
   auto pending = impl_.dispatcher->pending_of(id);
   if (!pending.ok()) return;  // left to the periodic resend
   for (OutboxEntry& e : *pending) deferred_outbox_->push_back(std::move(e));
@@ -259,7 +195,7 @@ Decision Pipeline::dead_letter_now(EntityKey key, std::string_view id, std::opti
     g = *gate;
     g->to = {};
   }
-  Status s = timed_store([&] {
+  Status s = clock_.timed_store([&] {
     return impl_.store->commit(commit_request(key, id, fp, Outcome::kDeadLettered, std::nullopt, g ? &*g : nullptr));
   });
   if (s.code() == StatusCode::kAborted) {
@@ -269,62 +205,6 @@ Decision Pipeline::dead_letter_now(EntityKey key, std::string_view id, std::opti
   if (!s.ok() && s.code() != StatusCode::kFailedPrecondition) return store_failure(s);
   if (s.ok() && g) gate->advanced = true;
   return Decision::dead_letter(why, std::move(detail));
-}
-
-Decision Pipeline::fail_open_or_closed(const MessageView& m, detail::HandlerThunk h, std::size_t index, const Status& s,
-                                       TimePoint start) {
-  if (o_.on_store_failure == StoreFailurePolicy::kFailClosed) return store_failure(s);
-  log_error(impl_.log, "idem: FAIL-OPEN: store unavailable ({}); running the handler for id {} without dedup",
-            s.to_string(), printable(m.id.value_or("")));
-  ClaimedStep step(*this, subject_of(m, std::nullopt), 0, start, start);
-  if (step.run(handler_of(h, index))) return Decision::ack(Reason::kFailOpen);
-  const Run& run = step.result();
-  Decision d = Decision::retry(run.failure_reason, run.delay.count() > 0 ? run.delay : o_.backoff.delay_for(0));
-  d.detail = run.error;
-  return d;
-}
-
-Decision Pipeline::process(const MessageView& m, detail::HandlerThunk h, std::size_t index) {
-  std::optional<TimePoint> start;
-  Decision d = decide(m, h, index, start);
-  if (start && m.received_at) metrics_.queue_wait.record(*start - *m.received_at);
-  if (o_.ordering.mode == Ordering::kWatermark && d.action != Action::kRetry && d.action != Action::kHold &&
-      d.reason != Reason::kBadMessage)
-    impl_.watermarks.advance(*m.stream, *m.position);
-  finish(m, d, start);
-  return d;
-}
-
-Decision Pipeline::decide(const MessageView& m, detail::HandlerThunk h, std::size_t index, std::optional<TimePoint>& start) {
-  if (auto bad_decision = validate(m)) return std::move(*bad_decision);
-  if (o_.ordering.mode != Ordering::kNone || entity_gated(o_)) {
-    if (auto bad_decision = validate_entity(m)) return std::move(*bad_decision);
-    if (auto dropped = watermark_filter(m)) return std::move(*dropped);
-    maybe_run_buffer_timers(h);
-  }
-  start.emplace();
-  switch (o_.guarantee) {
-    case Guarantee::kAtLeastOnce:
-      return at_least_once(m, h, index, *start);
-    case Guarantee::kAtMostOnce:
-      return at_most_once(m, h, index, *start);
-    case Guarantee::kEffectivelyOnce:
-    case Guarantee::kManual:
-      break;
-  }
-  return effectively_once(m, h, index, *start);
-}
-
-void Pipeline::maybe_run_buffer_timers(detail::HandlerThunk h) {
-  if (o_.ordering.mode != Ordering::kStrict) return;
-  const std::int64_t now = impl_.now().time_since_epoch().count();
-  std::int64_t last = impl_.last_timers_ns.load(std::memory_order_relaxed);
-  const std::int64_t every = std::chrono::duration_cast<std::chrono::nanoseconds>(o_.ordering.gap_timeout).count() / 4;
-  const bool first = !impl_.timers_ran.load(std::memory_order_relaxed);
-  if (!first && now - last < every) return;
-  if (!impl_.last_timers_ns.compare_exchange_strong(last, now)) return;
-  impl_.timers_ran.store(true, std::memory_order_relaxed);
-  run_buffer_timers(h);
 }
 
 }  // namespace idem::detail

@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "call.hpp"
+#include "call_clock.hpp"
 #include "engine_impl.hpp"
 #include "idem/detail/engine.hpp"
 #include "idem/fingerprint.hpp"
@@ -30,7 +31,7 @@ inline bool entity_gated(const ConsumerOptions& o) {
 class Pipeline {
  public:
   Pipeline(Engine& e, const ConsumerOptions& o, Engine::Impl& impl, Metrics& m)
-      : engine_(e), o_(o), impl_(impl), metrics_(m) {}
+      : engine_(e), o_(o), impl_(impl), metrics_(m), clock_(impl, m) {}
 
   // Returns a bad_message decision if m cannot be processed as it is.
   std::optional<Decision> validate(const MessageView& m) const;
@@ -40,30 +41,6 @@ class Pipeline {
   static std::optional<std::uint64_t> fingerprint_of(const MessageView& m) {
     if (!m.payload) return std::nullopt;
     return fingerprint(*m.payload);
-  }
-
-  // Reads the clock once; last_ then serves every step until the next read, so that
-  // one message costs four clock reads (start, after claim, after handler, after
-  // commit) rather than two per timed step.
-  TimePoint read_clock() { return last_ = impl_.now(); }
-
-  // Runs one store call, timed from last_ (REQUIRES: fresh, i.e. set by the step just
-  // before) to a new read_clock(). Without latency_metrics, or over an in_process store:
-  // untimed, last_ unchanged.
-  template <class F>
-  auto timed_store(F&& f) {
-    if (!impl_.time_store) return f();
-    const TimePoint t0 = last_;
-    auto r = f();
-    metrics_.store_latency.record(read_clock() - t0);
-    return r;
-  }
-
-  // Notes that message m's handler (or, if it will not run, its decision) starts at t:
-  // the queue wait since receipt, and `at` (what finish() reports against).
-  void started(const MessageView& m, TimePoint t, std::optional<TimePoint>& at) {
-    at = t;
-    if (m.received_at) metrics_.queue_wait.record(t - *m.received_at);
   }
 
   // The decision for a claim that did not grant the lease.
@@ -80,11 +57,11 @@ class Pipeline {
   // A result too large to store is dropped (the effect happened, so the commit must).
   std::optional<std::string_view> storable_result(const Run& run, Decision& d) const;
 
-  // The commit of `id` at last_, with the entity write of `gate` if set.
+  // The commit of `id` at clock_.last(), with the entity write of `gate` if set.
   CommitRequest commit_request(EntityKey key, std::string_view id, std::optional<std::uint64_t> fp, Outcome outcome,
                                std::optional<std::string_view> result, const Gate* gate = nullptr) const;
 
-  // The release of `id`'s lease at last_ (a failed attempt counted iff count_retry).
+  // The release of `id`'s lease at clock_.last() (a failed attempt counted iff count_retry).
   ReleaseRequest release_req(EntityKey key, std::string_view id, bool count_retry) const;
 
   // Settles d, the decision of a successful handler run, once its commit returned `s`:
@@ -219,7 +196,7 @@ class Pipeline {
   const ConsumerOptions& o_;
   Engine::Impl& impl_;
   Metrics& metrics_;
-  TimePoint last_{};  // the latest clock reading of this call (see read_clock())
+  CallClock clock_;  // this call's clock readings and store timing
   std::vector<DeferredPut>* deferred_puts_ = nullptr;  // see buffer_early
   // Set inside a batch transaction: committed outgoing messages wait here for the
   // batch's commit (process_batch_in_one_transaction).
@@ -246,7 +223,7 @@ Run Pipeline::run_handler_with(F&& f, HandlerContext& ctx, TimePoint start) {
     run.kind = HandlerResult::Kind::kFailed;
     run.error = "the handler returned ok after a failed ctx.publish: " + ContextAccess::publish_error(ctx);
   }
-  const TimePoint end = read_clock();  // also the commit's "now": always read
+  const TimePoint end = clock_.read();  // also the commit's "now": always read
   if (o_.latency_metrics) metrics_.handler_latency.record(end - start);
   if (o_.guarantee == Guarantee::kManual && run.kind == HandlerResult::Kind::kOk) {
     switch (ContextAccess::manual(ctx)) {
