@@ -1,5 +1,7 @@
-// The pipeline of docs/design.md §2, shared by engine.cpp (dedup, guarantees, batches) and
-// entity_gate.cpp (ordering, state machines, the reorder buffer). Internal.
+// Pipeline: the object of one engine call (docs/design.md §2). Its members are defined
+// by responsibility: what every path shares in pipeline.cpp, the guarantees' paths in
+// guarantees.cpp, batches in batches.cpp and gated_batch.cpp, the entity gates in
+// entity_gate.cpp, the reorder buffer in reorder_buffer.cpp. Internal.
 #pragma once
 
 #include <atomic>
@@ -28,10 +30,15 @@ inline bool entity_gated(const ConsumerOptions& o) {
   return o.ordering.mode == Ordering::kMonotonic || o.ordering.mode == Ordering::kStrict || o.machine != nullptr;
 }
 
+// One engine call (process, process_batch, tick, a lookahead step): the consumer's
+// options, the engine's shared state, the metrics and this call's clock. Made per
+// call on the caller's thread; not shared between threads.
 class Pipeline {
  public:
   Pipeline(Engine& e, const ConsumerOptions& o, Engine::Impl& impl, Metrics& m)
       : engine_(e), o_(o), impl_(impl), metrics_(m), clock_(impl, m) {}
+
+  // --- what every path shares (pipeline.cpp) ----------------------------------------
 
   // Returns a bad_message decision if m cannot be processed as it is.
   std::optional<Decision> validate(const MessageView& m) const;
@@ -81,7 +88,29 @@ class Pipeline {
   // broker's ack timeout (`handler_start`: when m's handler or decision started).
   void finish(const MessageView& m, const Decision& d, std::optional<TimePoint> handler_start);
 
-  // --- the paths of each guarantee -------------------------------------------------
+  // The outbox (dispatcher.hpp).
+
+  // After the commit of a handler run that published `entries`: sends them now, or,
+  // inside a batch transaction, after the batch commits (deferred_outbox_).
+  void dispatch_committed(std::vector<OutboxEntry>& entries);
+  // A duplicate of a committed id: sends its outgoing messages still unsent, if any.
+  void dispatch_pending_of(std::string_view id);
+
+  // The retry for a commit that found the entity changed by another consumer.
+  Decision concurrent_update(const Status& s) const;
+
+  // Commits `id` as dead-lettered (under strict ordering also using up gate's version,
+  // then gate->advanced is set) and returns dead_letter / `why`. Requests carry `key`.
+  Decision dead_letter_now(EntityKey key, std::string_view id, std::optional<std::uint64_t> fp, Gate* gate, Reason why,
+                           std::string detail);
+
+  // --- the single-message path of each guarantee (guarantees.cpp) ------------------
+
+  // Validates, gates and decides m, then counts the decision.
+  Decision process(const MessageView& m, detail::HandlerThunk h, std::size_t index);
+  // process() before the counting: m's decision; sets `start` when m reached its
+  // guarantee's path (when its handler or decision started).
+  Decision decide(const MessageView& m, detail::HandlerThunk h, std::size_t index, std::optional<TimePoint>& start);
 
   // Each runs m's handler under its guarantee and sets `start` to when it started.
   Decision at_least_once(const MessageView& m, detail::HandlerThunk h, std::size_t index, TimePoint& start);
@@ -90,6 +119,11 @@ class Pipeline {
 
   // effectively_once and manual.
   Decision effectively_once(const MessageView& m, detail::HandlerThunk h, std::size_t index, TimePoint& start);
+
+  // The store failed (s) on m's claim: a retry (fail-closed), or m's handler run without
+  // dedup (fail-open).
+  Decision fail_open_or_closed(const MessageView& m, detail::HandlerThunk h, std::size_t index, const Status& s,
+                               TimePoint start);
 
   // The handler of message `index` as an invocation for run_claimed.
   struct IndexedHandler {
@@ -108,33 +142,32 @@ class Pipeline {
   Decision run_claimed(const Subject& subject, std::uint32_t retries, F&& invoke, TimePoint start, Gate* gate,
                        std::optional<TimePoint> lease_until = std::nullopt);
 
-  // --- the outbox (dispatcher.hpp) ---------------------------------------------------
+  // --- batches (batches.cpp, gated_batch.cpp) ----------------------------------------
 
-  // After the commit of a handler run that published `entries`: sends them now, or,
-  // inside a batch transaction, after the batch commits (deferred_outbox_).
-  void dispatch_committed(std::vector<OutboxEntry>& entries);
-  // A duplicate of a committed id: sends its outgoing messages still unsent, if any.
-  void dispatch_pending_of(std::string_view id);
+  std::vector<Decision> process_batch(std::span<const MessageView> ms, detail::HandlerThunk h);
+  // process_batch for transactional consumers: one store transaction per batch, a
+  // savepoint per message, when batch_in_one_transaction(ms.size()).
+  std::vector<Decision> process_batch_in_one_transaction(std::span<const MessageView> ms, detail::HandlerThunk h);
+  bool batch_in_one_transaction(std::size_t n) const;
+  // process_batch for entity-gated consumers (a GatedBatch, gated_batch.hpp).
+  std::vector<Decision> process_batch_gated(std::span<const MessageView> ms, detail::HandlerThunk h);
 
-  // The retry for a commit that found the entity changed by another consumer.
-  Decision concurrent_update(const Status& s) const;
-
-  // Commits `id` as dead-lettered (under strict ordering also using up gate's version,
-  // then gate->advanced is set) and returns dead_letter / `why`. Requests carry `key`.
-  Decision dead_letter_now(EntityKey key, std::string_view id, std::optional<std::uint64_t> fp, Gate* gate, Reason why,
-                           std::string detail);
-
-  // --- entity gates (entity_gate.cpp) ----------------------------------------------
+  // --- the entity gates (entity_gate.cpp) --------------------------------------------
 
   // Bad input for the gates (missing key/version/event, version 0, key too long).
   std::optional<Decision> validate_entity(const MessageView& m) const;
+  // Watermark: the decision for a position at or below the stream's watermark.
+  std::optional<Decision> watermark_filter(const MessageView& m) const;
   // The ordering gate, then the state-machine gate, for a claimed message. Returns the
   // decision if the message must not run now (the lease is then released or the id
   // committed); else fills `g` for the commit.
   std::optional<Decision> gate(const MessageView& m, const ClaimResult& c, std::optional<std::uint64_t> fp,
                                detail::HandlerThunk h, std::size_t index, Gate& g);
-  // Strict ordering: puts an early version into the reorder buffer; with
-  // deferred_puts_ set, queues the put there and answers a placeholder.
+
+  // --- strict ordering's reorder buffer (reorder_buffer.cpp) -------------------------
+
+  // Puts an early version into the reorder buffer; with deferred_puts_ set, queues the
+  // put there and answers a placeholder.
   Decision buffer_early(const MessageView& m, std::optional<std::uint64_t> fp, detail::HandlerThunk h, std::size_t index,
                         std::uint64_t expected);
   // The decision for an early version whose put answered `s`; releases its claim
@@ -155,42 +188,20 @@ class Pipeline {
   // One buffered entry whose version is next: claim, gate, handler, commit. Returns
   // false when the drain must stop (a failure to retry later, or a lease held elsewhere).
   bool run_buffered(const BufferEntry& e, detail::HandlerThunk h);
-  // Engine::tick(): drains keys whose next version is buffered, applies the gap policy,
-  // refreshes the buffer gauges.
-  std::size_t run_buffer_timers(detail::HandlerThunk h);
-  // Returns how many buffered messages left the buffer.
-  std::size_t apply_gap_policy(const BufferedKey& k, detail::HandlerThunk h);
-  // Watermark: the decision for a position at or below the stream's watermark.
-  std::optional<Decision> watermark_filter(const MessageView& m) const;
   void report(const BufferEntry& e, const Decision& d, const Gate* g);
   // report(), after holding the key's drains for d.delay if d is a retry (the entry is
   // tried again then, not at the key's next message).
   void report_paced(const BufferEntry& e, const Decision& d, const Gate* g);
   // The decision for a buffered entry whose version an earlier message applied.
   static Decision stale_entry(std::uint64_t version, std::uint64_t applied);
-
-  // The store failed (s) on m's claim: a retry (fail-closed), or m's handler run without
-  // dedup (fail-open).
-  Decision fail_open_or_closed(const MessageView& m, detail::HandlerThunk h, std::size_t index, const Status& s,
-                               TimePoint start);
-
-  // The single-message path: validates, gates and decides m, then counts the decision.
-  Decision process(const MessageView& m, detail::HandlerThunk h, std::size_t index);
-  // process() before the counting: m's decision; sets `start` when m reached its
-  // guarantee's path (when its handler or decision started).
-  Decision decide(const MessageView& m, detail::HandlerThunk h, std::size_t index, std::optional<TimePoint>& start);
-
-  // Strict ordering: runs run_buffer_timers() when gap_timeout / 4 has passed since
-  // they last ran (one thread at a time).
+  // Engine::tick(): drains keys whose next version is buffered, applies the gap policy,
+  // refreshes the buffer gauges.
+  std::size_t run_buffer_timers(detail::HandlerThunk h);
+  // Runs run_buffer_timers() when gap_timeout / 4 has passed since they last ran (one
+  // thread at a time).
   void maybe_run_buffer_timers(detail::HandlerThunk h);
-
-  std::vector<Decision> process_batch(std::span<const MessageView> ms, detail::HandlerThunk h);
-  // process_batch for transactional consumers: one store transaction per batch, a
-  // savepoint per message (engine.cpp), when batch_in_one_transaction(ms.size()).
-  std::vector<Decision> process_batch_in_one_transaction(std::span<const MessageView> ms, detail::HandlerThunk h);
-  bool batch_in_one_transaction(std::size_t n) const;
-  // process_batch for entity-gated consumers (a GatedBatch, gated_batch.hpp).
-  std::vector<Decision> process_batch_gated(std::span<const MessageView> ms, detail::HandlerThunk h);
+  // Returns how many buffered messages left the buffer.
+  std::size_t apply_gap_policy(const BufferedKey& k, detail::HandlerThunk h);
 
   Engine& engine_;
   const ConsumerOptions& o_;
