@@ -320,7 +320,7 @@ Status KafkaSource::forward(const Delivery& d, const std::string& topic, Headers
   auto key = p->keys.find(static_cast<std::int64_t>(d.handle));
   const std::string& k = origin_key ? origin : key == p->keys.end() ? std::string() : key->second;
   Status s = produce_and_wait(producer_.get(), o_, topic, k, d.body, headers);
-  if (!s.ok()) {  // undecided: this partition's commit stays below it until it comes back
+  if (!s.ok()) {  // undecided until it comes back; the partition's commit stays below it
     hold(d);
     return s;
   }

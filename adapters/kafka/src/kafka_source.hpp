@@ -59,7 +59,8 @@ class KafkaSource final : public MessageSource {
   Partition* partition_of(const Delivery& d);
   void decided(Partition& p, const Delivery& d);
   // Produces d to `topic` with its headers, less idem's, plus `extra` and idem-origin;
-  // then marks it decided. If the produce fails, d is held (hold()). Its key: the origin when origin_key, else d's own key.
+  // then marks it decided, or holds it (hold()) if the produce fails. Its key: the
+  // origin when origin_key, else d's own key.
   Status forward(const Delivery& d, const std::string& topic, Headers extra, bool origin_key = false);
   std::int64_t now_ms() const;
   void leave_group();
