@@ -80,6 +80,11 @@ if(IDEM_WITH_POSTGRES)
   idem_find_library(libpq libpq libpq-fe.h pq SUFFIX postgresql)
 endif()
 
+# nlohmann-json (nlohmann-json3-dev 3.11), header-only: public in idem::json's header.
+if(IDEM_WITH_JSON AND NOT TARGET nlohmann_json::nlohmann_json)
+  find_dependency(nlohmann_json 3 CONFIG)
+endif()
+
 # yaml-cpp (libyaml-cpp-dev 0.7): its CMake config package defines the unnamespaced
 # target `yaml-cpp` (0.8 and later: yaml-cpp::yaml-cpp); wrapped in idem_deps::yaml_cpp.
 if(IDEM_WITH_STATEMACHINE AND NOT TARGET idem_deps::yaml_cpp)

@@ -62,15 +62,17 @@ DecodedBody decoded_body(std::string_view uri, std::size_t start) {
   return d;
 }
 
-// The password as the redis:// and redis-stream:// parsers read it, in the decoded
-// body "//…": the user part "USER:PASSWORD@" or "PASSWORD@" up to the last '@'. Without
+// The password as the parsers read it, in the decoded body "//…": the user part
+// "USER:PASSWORD@", or "PASSWORD@" when `lone_is_password` (redis-cli's reading; else
+// a lone part is a user name and there is no password), up to the last '@'. Without
 // an '@', "//USER:PASSWORD/…" whose '@' was forgotten reads as HOST:PORT with a port
 // that is not a number: everything after the first ':' of such a first server is taken
 // for a password ("[::1]:6379" and "host:6379" have none). Indexes into d.text.
-std::optional<Span> password_in(std::string_view d) {
+std::optional<Span> password_in(std::string_view d, bool lone_is_password) {
   if (d.substr(0, 2) != "//") return std::nullopt;  // no authority: a path
   if (const std::size_t at = d.rfind('@'); at != std::string_view::npos && at >= 2) {
     const std::size_t colon = d.substr(2, at - 2).find(':');
+    if (colon == std::string_view::npos && !lone_is_password) return std::nullopt;
     return Span{colon == std::string_view::npos ? 2 : 2 + colon + 1, at};
   }
   const std::size_t slash = d.find('/', 2);
@@ -82,6 +84,18 @@ std::optional<Span> password_in(std::string_view d) {
   if (!port.empty() && std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; }))
     return std::nullopt;
   return Span{2 + first + 1, 2 + server.size()};
+}
+
+// Whether uri's scheme reads a user part without ':' as a user name (libpq, AMQP,
+// NATS): "postgres://alice@host" has no password. Redis's reads it as the password,
+// and so does any other or no scheme, to be safe.
+bool lone_part_is_user(std::string_view uri) {
+  const std::size_t colon = uri.find("://");
+  if (colon == std::string_view::npos) return false;
+  const std::string_view scheme = uri.substr(0, colon);
+  for (std::string_view s : {"postgres", "postgresql", "amqp", "amqps", "nats"})
+    if (scheme == s) return true;
+  return false;
 }
 
 // text with its %XX escapes decoded; a bad escape is left as written.
@@ -132,14 +146,16 @@ std::vector<Span> merged(std::vector<Span> spans) {
 // written). Both are redacted.
 std::vector<Span> password_spans(std::string_view uri) {
   std::vector<Span> spans;
+  const bool lone_is_password = !lone_part_is_user(uri);
   if (const std::size_t colon = uri.find(':'); colon != std::string_view::npos) {
     const DecodedBody d = decoded_body(uri, colon + 1);
-    if (const auto p = password_in(d.text)) spans.push_back({d.offset[p->begin], d.offset[p->end]});
+    if (const auto p = password_in(d.text, lone_is_password)) spans.push_back({d.offset[p->begin], d.offset[p->end]});
   }
   const std::size_t q = uri.find('?');
   const std::string_view head = uri.substr(0, q);
   if (const std::size_t slashes = head.find("//"); slashes != std::string_view::npos) {
-    if (const auto p = password_in(head.substr(slashes))) spans.push_back({slashes + p->begin, slashes + p->end});
+    if (const auto p = password_in(head.substr(slashes), lone_is_password))
+      spans.push_back({slashes + p->begin, slashes + p->end});
   }
   if (q != std::string_view::npos) add_password_params(uri, q + 1, spans);
   return spans;

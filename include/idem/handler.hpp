@@ -107,7 +107,7 @@ class HandlerContext {
   StoreTransaction* transaction() const { return transaction_; }
 
   // The transactional outbox (outbox.hpp, docs/outbox.md): records a message to
-  // `destination` (a broker URI, e.g. "redis://host:6379/0?stream=orders") in this
+  // `destination` (a broker URI, e.g. "redis-stream://host:6379/orders") in this
   // handler's transaction, with the dedup record. It is sent after the commit, never
   // before, and never if the handler fails or its commit does not land. Its id is
   // outgoing_id(id(), n) for the n-th call (from 0) of this handler run.

@@ -1,7 +1,8 @@
 // Umbrella header: the whole application API of idem — the consumer and its options,
 // handlers and decisions, the store contract and its errors, ordering and state-gate
-// types, the outbox, the consumer runtime and its message sources, and open_store()
-// when the idem::stores component is linked. What only backend authors need
+// types, the outbox, the consumer runtime and its message sources, open_store() when
+// the idem::stores component is installed, and open_source() and open_publisher()
+// when idem::brokers is. What only backend authors need
 // (idem/backend/) and the internals behind the templates (idem/detail/) are not here.
 #pragma once
 
@@ -25,4 +26,7 @@
 #include "idem/store.hpp"
 #if __has_include("idem/open_store.hpp")
 #include "idem/open_store.hpp"
+#endif
+#if __has_include("idem/open_source.hpp")
+#include "idem/open_source.hpp"
 #endif

@@ -65,8 +65,8 @@ struct OutboxQuery {
 std::string encode_headers(const std::vector<std::pair<std::string, std::string>>& headers);
 std::optional<std::vector<std::pair<std::string, std::string>>> decode_headers(std::string_view bytes);
 
-// Opens a publisher for a destination URI, e.g. idem::cli's open_publisher (a
-// factory over the adapters a program links; the core links none). Called from the
+// Opens a publisher for a destination URI, e.g. idem::open_publisher
+// (idem/open_source.hpp: a factory over the adapters a build has; the core links none). Called from the
 // consumer's threads, possibly from several at once; the consumer keeps the
 // publishers it returns for reuse, each used by one thread at a time, and drops one
 // whose publish() failed.

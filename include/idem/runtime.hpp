@@ -3,8 +3,8 @@
 // per entity key, in arrival order, different keys in parallel — and applies each
 // Decision to the broker on its own loop thread (docs/runtime.md).
 //
-//   auto source = idem::redis_streams::open(                 // or any MessageSource
-//       idem::redis_streams::parse_uri("redis-stream://127.0.0.1:6379/orders?group=g").value()).value();
+//   auto source = idem::open_source(                  // idem/open_source.hpp; or any MessageSource
+//       "redis-stream://127.0.0.1:6379/orders?group=g", {.lease = opts.lease}).value();
 //   auto consumer = idem::Consumer<Order>::create(opts, ex, handler).value();
 //   idem::RuntimeOptions ro;
 //   ro.workers = 4;

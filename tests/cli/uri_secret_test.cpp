@@ -29,6 +29,11 @@ TEST(UriSecret, ThePasswordOfTheUserPartIsHidden) {
   EXPECT_EQ(redact_uri("redis://:secret@host:6379/0"), "redis://:***@host:6379/0");
   EXPECT_EQ(redact_uri("redis://alice:secret@host:6379?prefix=a@b"), "redis://alice:***@host:6379?prefix=a@b");
   EXPECT_EQ(redact_uri("redis://secret@host:6379"), "redis://***@host:6379");
+  EXPECT_EQ(redact_uri("postgres://alice@host/db"), "postgres://alice@host/db") << "a user name alone";
+  EXPECT_EQ(redact_uri("postgresql://alice:pw@host/db"), "postgresql://alice:***@host/db");
+  EXPECT_EQ(redact_uri("amqp://guest@host:5672/%2F?queue=q"), "amqp://guest@host:5672/%2F?queue=q");
+  EXPECT_EQ(redact_uri("nats://alice@host:4222?stream=s"), "nats://alice@host:4222?stream=s");
+  EXPECT_EQ(redact_uri("//secret@host:1"), "//***@host:1") << "no scheme: taken for a password";
   EXPECT_EQ(redact_uri("redis://alice:p@ss@host:1,other:2"), "redis://alice:***@host:1,other:2");
   EXPECT_EQ(redact_uri("redis://host:6379"), "redis://host:6379");
   EXPECT_EQ(redact_uri("sqlite:/data/a@b.db"), "sqlite:/data/a@b.db") << "a path has no user part";

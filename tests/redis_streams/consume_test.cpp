@@ -202,6 +202,32 @@ TEST(IdemConsume, ExhaustedRetriesAndMaxMessagesAndBadSources) {
   EXPECT_EQ(text.find("s3cret"), std::string::npos) << text;
 }
 
+// Versions 2 and 3 of key k without 1: --idle-exit-ms exits, and says which key waits.
+TEST(IdemConsume, AnIdleExitNamesTheKeysWaitingBehindAGap) {
+  auto server = RedisServer::start({});
+  ASSERT_TRUE(server.ok()) << server.status().to_string();
+  testing::TempDir dir("gap");
+  {
+    std::ofstream f(dir.sub("in.jsonl"));
+    f << R"({"id":"k-2","key":"k","version":2})" << '\n'
+      << R"({"id":"k-3","key":"k","version":3})" << '\n'
+      << R"({"id":"j-1","key":"j","version":1})" << '\n';
+  }
+  const std::string uri = "redis-stream://127.0.0.1:" + std::to_string((*server)->port()) + "/s";
+  const std::string log = dir.sub("log");
+  ASSERT_EQ(wait_exit(spawn_idem({"publish", "--to", uri, dir.sub("in.jsonl")}, log), std::chrono::seconds(30)), 0);
+  ASSERT_EQ(wait_exit(spawn_idem({"consume", "--source", uri + "?group=g", "--store", "sqlite:" + dir.sub("db"),
+                                  "--ordering", "strict", "--idle-exit-ms", "500"},
+                                 log),
+                      std::chrono::seconds(30)),
+            0);
+  std::ifstream f(log);
+  const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("2 messages wait in the reorder buffer"), std::string::npos) << text;
+  EXPECT_NE(text.find(R"(key "k": 2 buffered from version 2)"), std::string::npos) << text;
+  EXPECT_EQ(text.find(R"(key "j")"), std::string::npos) << text;
+}
+
 #ifdef IDEM_TESTS_WITH_POSTGRES
 // On postgres:// the built-in handler writes idem_effects in the dedup record's
 // transaction: every message once, failed first attempts rolled back.

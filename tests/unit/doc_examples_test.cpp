@@ -22,6 +22,10 @@
 #ifdef IDEM_DOC_EXAMPLES_WITH_MACHINE
 #include "idem/statemachine.hpp"
 #endif
+#ifdef IDEM_DOC_EXAMPLES_WITH_BROKERS
+#include "idem/json_format.hpp"
+#include "idem/open_source.hpp"
+#endif
 #include "support/temp_dir.hpp"
 
 namespace {
@@ -38,6 +42,8 @@ namespace tour {
 
 struct Order {
   std::string id;
+  std::string account;
+  std::uint64_t seq;
   std::string body;
 };
 
@@ -104,7 +110,7 @@ TEST(DocExamples, ReadmeTourProcessesOnMemory) {
 TEST(DocExamples, ReadmeTourOnSqliteRetriesThenProcessesOnceAcrossRestarts) {
   idem::testing::TempDir dir("doc-tour");
   const std::string uri = "sqlite:" + dir.sub("idem.db");
-  const tour::Order order{"order-1", "{\"amount\":42}"};
+  const tour::Order order{"order-1", "acc-1", 1, "{\"amount\":42}"};
   tour::Broker broker;
   tour::charges = 0;
   tour::gateway_is_up = false;
@@ -126,18 +132,18 @@ namespace ordering {
 
 struct Order {
   std::string id;
-  std::string order_id;
+  std::string account;
   std::uint64_t seq = 0;
 };
 
-std::string encode_order(const Order& o) { return o.id + '\n' + o.order_id + '\n' + std::to_string(o.seq); }
+std::string encode_order(const Order& o) { return o.id + '\n' + o.account + '\n' + std::to_string(o.seq); }
 std::optional<Order> decode_order(std::string_view bytes) {
   const auto a = bytes.find('\n');
   const auto b = a == std::string_view::npos ? a : bytes.find('\n', a + 1);
   if (b == std::string_view::npos) return std::nullopt;
   Order o;
   o.id = std::string(bytes.substr(0, a));
-  o.order_id = std::string(bytes.substr(a + 1, b - a - 1));
+  o.account = std::string(bytes.substr(a + 1, b - a - 1));
   o.seq = std::stoull(std::string(bytes.substr(b + 1)));
   return o;
 }
@@ -151,7 +157,7 @@ void configure(idem::ConsumerOptions& opts, idem::Extractors<Order>& ex) {
   opts.on_buffered = [](const idem::BufferedOutcome& b) {  // the fate of a buffered message
     if (b.decision.action == idem::Action::kDeadLetter) publish_dlq(b.message);
   };
-  ex.key = [](const Order& o) { return std::optional<std::string_view>(o.order_id); };
+  ex.key = [](const Order& o) { return std::optional<std::string_view>(o.account); };
   ex.version = [](const Order& o) { return std::optional<std::uint64_t>(o.seq); };
   ex.encode = encode_order;
   ex.decode = decode_order;  // buffered messages are stored encoded
@@ -438,5 +444,58 @@ TEST(DocExamples, StoreWrapperHeaderExampleCountsCommitsAndForwardsTheRest) {
       << "the commit reached the wrapped store";
   EXPECT_NE(counting.entities(), nullptr) << "the wrapped store's entities";
 }
+
+// --- docs/runtime.md, a service over JSON messages ---------------------------------
+#if defined(IDEM_DOC_EXAMPLES_WITH_BROKERS) && defined(IDEM_DOC_EXAMPLES_WITH_SQLITE)
+
+namespace service {
+
+void credit(sqlite3* db, const std::string&, std::int64_t) {
+  if (db == nullptr) die("no transaction");
+}
+void park(const idem::BufferedOutcome&) {}
+
+// Mirrors docs/runtime.md's program, which opens "sqlite:/var/lib/app/idem.db" and
+// "amqp://app:secret@mq:5672/%2F?queue=payments".
+void run(const std::string& store_uri, const std::string& source_uri) {
+  auto format = idem::json::Format::create({.id = "/id", .key = "/account", .version = "/version"}).value();
+  idem::ConsumerOptions opts;
+  opts.store = idem::open_store(store_uri).value();
+  opts.transactional = true;                     // the handler's rows commit with the record
+  opts.ordering.mode = idem::Ordering::kStrict;  // per account, in version order
+  opts.on_buffered = [](const idem::BufferedOutcome& b) {  // a payment that waited, and then
+    if (b.decision.action == idem::Action::kDeadLetter) park(b);  // hit its retry cap or the gap policy
+  };
+  opts.outbox.publishers = idem::open_publisher;  // ctx.publish(URI, …) to any adapter's URI
+  auto consumer = idem::Consumer<idem::json::Message>::create(
+                      opts, format.extractors(),
+                      [](const idem::json::Message& m, idem::HandlerContext& ctx) {
+                        credit(idem::sqlite::connection(ctx), m.key, m.doc.at("amount").get<std::int64_t>());
+                        return idem::HandlerResult::ok();
+                      })
+                      .value();
+  auto source = idem::open_source(source_uri, {.lease = opts.lease});
+  if (!source.ok()) die(source.status().to_string());  // names the broker, never the password
+  idem::RuntimeOptions ro;
+  ro.workers = 8;
+  auto rt = idem::Runtime<idem::json::Message>::create(ro, **source, consumer, format.decoder()).value();
+  idem::Status stopped = rt->run();  // until rt->stop(); else why it stopped
+  if (!stopped.ok()) die(stopped.to_string());
+}
+
+}  // namespace service
+
+TEST(DocExamples, RuntimeProgramBuildsItsConsumerAndNamesAnUnreachableBrokerWithoutItsPassword) {
+  idem::testing::TempDir dir("doc-runtime");
+  try {
+    service::run("sqlite:" + dir.sub("idem.db"), "amqp://app:secret@127.0.0.1:1/%2F?queue=payments");
+    FAIL() << "a broker on port 1 was reached";
+  } catch (const Died& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("127.0.0.1"), std::string::npos) << what;
+    EXPECT_EQ(what.find("secret"), std::string::npos) << what;
+  }
+}
+#endif
 
 }  // namespace

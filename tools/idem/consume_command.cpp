@@ -12,14 +12,15 @@
 #include <string>
 #include <thread>
 
-#include "brokers.hpp"
 #include "commands.hpp"
 #include "consume_handler.hpp"
 #include "consumer_flags.hpp"
 #include "exit_codes.hpp"
 #include "idem/backend/store_uri.hpp"
 #include "idem/consumer.hpp"
+#include "idem/open_source.hpp"
 #include "idem/runtime.hpp"
+#include "operator_session.hpp"
 #include "trace_line.hpp"
 
 namespace idem::cli {
@@ -79,6 +80,24 @@ StatusOr<TraceLine> decode(const Delivery& d) {
   return std::move(p.line);
 }
 
+// At exit: the keys whose messages still wait in the reorder buffer behind a gap,
+// which nothing else reports until the gap timeout acts (on stderr; at most 10 keys).
+void warn_buffered(Store& store, const ConsumerSettings& s) {
+  EntityStore* entities = store.entities();
+  if (entities == nullptr || s.ordering.mode != Ordering::kStrict) return;
+  auto summary = entities->buffer_summary(10);
+  if (!summary.ok() || summary->count == 0) return;
+  std::cerr << "idem consume: warning: " << summary->count
+            << (summary->count == 1 ? " message waits" : " messages wait")
+            << " in the reorder buffer for an earlier version that has not arrived; it runs when that version "
+               "arrives, or the gap policy (" << gap_policy_name(s.ordering.gap_policy) << ") acts "
+            << s.ordering.gap_timeout.count() << " ms after it was buffered (idem inspect --store URI shows them):\n";
+  for (const BufferedKey& k : summary->keys)
+    std::cerr << "  key " << json_text(k.key) << ": " << k.count << " buffered from version " << k.lowest_version
+              << ", since " << iso_time(k.oldest_at) << '\n';
+  if (summary->keys.size() == 10) std::cerr << "  (the 10 oldest keys shown)\n";
+}
+
 // Effects go to idem_effects when the store is SQLite or PostgreSQL and commits carry
 // the handler.
 EffectsIn effects_target(const ConsumerSettings& s, std::string* path) {
@@ -97,7 +116,7 @@ EffectsIn effects_target(const ConsumerSettings& s, std::string* path) {
 
 // The outbox, for messages with a "publish" field: on a store that keeps one
 // (sqlite:, rocksdb:, postgres://) under effectively_once or manual, in transactional
-// mode, each destination through the adapters this binary has (brokers.hpp).
+// mode, each destination through the adapters this binary has (idem/open_source.hpp).
 void enable_outbox(const ConsumerSettings& s, ConsumerOptions& o) {
   if (s.guarantee != Guarantee::kEffectivelyOnce && s.guarantee != Guarantee::kManual) return;
   if (!o.store || o.store->outbox() == nullptr || !o.store->capabilities().transactional) return;
@@ -117,7 +136,7 @@ RuntimeOptions runtime_options(const ConsumeArgs& a) {
 int run_consume(const ConsumeArgs& a) {
   auto settings = settings_from(a.consumer, "consume");
   if (!settings) return kExitUsage;
-  auto source = open_source(a.source, SourceSettings{.lease = settings->lease});
+  auto source = open_source(a.source, OpenSourceOptions{.lease = settings->lease});
   if (!source.ok() && source.status().code() == StatusCode::kInvalidArgument) {
     return fail(kExitUsage, scrub_secrets("--source: " + source.status().message(), a.source));
   }
@@ -138,6 +157,7 @@ int run_consume(const ConsumeArgs& a) {
     o.transactional = true;
   }
   enable_outbox(*settings, o);
+  const std::shared_ptr<Store> store = o.store;
   auto handler = std::make_shared<ConsumeHandler>(effects, std::cout, pg_table);
   o.on_buffered = [handler](const BufferedOutcome& b) {
     if (b.decision.reason == Reason::kProcessed) handler->committed(b.id);
@@ -159,6 +179,7 @@ int run_consume(const ConsumeArgs& a) {
   (*source)->close();
   std::cout.flush();
   if (!s.ok()) return fail(kExitFailure, s.to_string());
+  warn_buffered(*store, *settings);
   return kExitOk;
 }
 
@@ -166,7 +187,7 @@ int run_consume(const ConsumeArgs& a) {
 
 void add_consume_command(CLI::App& app, Runner& selected) {
   CLI::App* cmd = app.add_subcommand("consume", "Consume a broker source through idem with the built-in handler");
-  cmd->footer("SOURCE:\n" + broker_uri_help() + kFooter);
+  cmd->footer("SOURCE:\n" + broker_uri_forms() + kFooter);
   auto a = std::make_shared<ConsumeArgs>();
   cmd->add_option("--source", a->source, "Broker source URI (see below)")->required();
   add_consumer_flags(cmd, &a->consumer);

@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "brokers.hpp"
 #include "commands.hpp"
 #include "exit_codes.hpp"
 #include "idem/backend/store_uri.hpp"
+#include "idem/open_source.hpp"
 
 namespace idem::cli {
 namespace {
@@ -79,7 +79,7 @@ int run_publish(const PublishArgs& a) {
 
 void add_publish_command(CLI::App& app, Runner& selected) {
   CLI::App* cmd = app.add_subcommand("publish", "Publish each line of a file as one message");
-  cmd->footer("URI: a source URI (its consumer parameters, such as ?group, are not needed):\n" + broker_uri_help() +
+  cmd->footer("URI: a source URI (its consumer parameters, such as ?group, are not needed):\n" + broker_uri_forms() +
               "A line's \"key\" field is its message key where the broker routes by key (Pulsar).\n"
               "Exit status: 0 every line was published; 1 the broker or the input failed; 2 invalid options.");
   auto a = std::make_shared<PublishArgs>();

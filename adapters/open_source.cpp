@@ -1,25 +1,25 @@
-// One block per broker adapter, each built when its adapter is (tools/idem/CMakeLists.txt).
-#include "brokers.hpp"
+// One block per broker adapter, each built when its adapter is (adapters/CMakeLists.txt).
+#include "idem/open_source.hpp"
 
 #include <string_view>
 
-#ifdef IDEM_TOOL_WITH_REDIS_STREAMS
+#ifdef IDEM_WITH_REDIS_STREAMS
 #include "idem/redis_stream_source.hpp"
 #endif
-#ifdef IDEM_TOOL_WITH_RABBITMQ
+#ifdef IDEM_WITH_RABBITMQ
 #include "idem/rabbitmq_source.hpp"
 #endif
-#ifdef IDEM_TOOL_WITH_NATS
+#ifdef IDEM_WITH_NATS
 #include "idem/nats_source.hpp"
 #endif
-#ifdef IDEM_TOOL_WITH_KAFKA
+#ifdef IDEM_WITH_KAFKA
 #include "idem/kafka_source.hpp"
 #endif
-#ifdef IDEM_TOOL_WITH_PULSAR
+#ifdef IDEM_WITH_PULSAR
 #include "idem/pulsar_source.hpp"
 #endif
 
-namespace idem::cli {
+namespace idem {
 namespace {
 
 bool has_scheme(std::string_view uri, std::string_view scheme) {
@@ -30,38 +30,38 @@ bool has_scheme(std::string_view uri, std::string_view scheme) {
 Status unknown_scheme(std::string_view uri) {
   const std::size_t colon = uri.find(':');
   const std::string scheme(uri.substr(0, colon == std::string_view::npos ? 0 : colon));
-  return invalid_argument("unknown broker URI scheme \"" + scheme + "\"; this idem knows:\n" + broker_uri_help());
+  return invalid_argument("unknown broker URI scheme \"" + scheme + "\"; this idem knows:\n" + broker_uri_forms());
 }
 
 }  // namespace
 
-StatusOr<std::unique_ptr<MessageSource>> open_source(const std::string& uri, const SourceSettings& settings) {
-#ifdef IDEM_TOOL_WITH_REDIS_STREAMS
+StatusOr<std::unique_ptr<MessageSource>> open_source(std::string_view uri, const OpenSourceOptions& options) {
+#ifdef IDEM_WITH_REDIS_STREAMS
   if (has_scheme(uri, "redis-stream")) {
     auto o = redis_streams::parse_uri(uri);
     if (!o.ok()) return o.status();
     if (o->group.empty()) return invalid_argument("needs ?group=NAME (the consumer group)");
-    o->lease = settings.lease;
+    o->lease = options.lease;
     return redis_streams::open(*std::move(o));
   }
 #endif
-#ifdef IDEM_TOOL_WITH_RABBITMQ
+#ifdef IDEM_WITH_RABBITMQ
   if (has_scheme(uri, "amqp")) {
     auto o = rabbitmq::parse_uri(uri);
     if (!o.ok()) return o.status();
     return rabbitmq::open(*std::move(o));
   }
 #endif
-#ifdef IDEM_TOOL_WITH_NATS
+#ifdef IDEM_WITH_NATS
   if (has_scheme(uri, "nats")) {
     auto o = nats::parse_uri(uri);
     if (!o.ok()) return o.status();
     if (o->durable.empty()) return invalid_argument("needs &durable=NAME (the durable consumer)");
-    o->lease = settings.lease;
+    o->lease = options.lease;
     return nats::open(*std::move(o));
   }
 #endif
-#ifdef IDEM_TOOL_WITH_KAFKA
+#ifdef IDEM_WITH_KAFKA
   if (has_scheme(uri, "kafka")) {
     auto o = kafka::parse_uri(uri);
     if (!o.ok()) return o.status();
@@ -69,7 +69,7 @@ StatusOr<std::unique_ptr<MessageSource>> open_source(const std::string& uri, con
     return kafka::open(*std::move(o));
   }
 #endif
-#ifdef IDEM_TOOL_WITH_PULSAR
+#ifdef IDEM_WITH_PULSAR
   if (has_scheme(uri, "pulsar-ws")) {
     auto o = pulsar::parse_uri(uri);
     if (!o.ok()) return o.status();
@@ -77,40 +77,40 @@ StatusOr<std::unique_ptr<MessageSource>> open_source(const std::string& uri, con
     return pulsar::open(*std::move(o));
   }
 #endif
-  (void)settings;
+  (void)options;
   return unknown_scheme(uri);
 }
 
 StatusOr<std::unique_ptr<Publisher>> open_publisher(const std::string& uri) {
-#ifdef IDEM_TOOL_WITH_REDIS_STREAMS
+#ifdef IDEM_WITH_REDIS_STREAMS
   if (has_scheme(uri, "redis-stream")) {
     auto o = redis_streams::parse_uri(uri);
     if (!o.ok()) return o.status();
     return redis_streams::open_publisher(*o);
   }
 #endif
-#ifdef IDEM_TOOL_WITH_RABBITMQ
+#ifdef IDEM_WITH_RABBITMQ
   if (has_scheme(uri, "amqp")) {
     auto o = rabbitmq::parse_uri(uri);
     if (!o.ok()) return o.status();
     return rabbitmq::open_publisher(*o);
   }
 #endif
-#ifdef IDEM_TOOL_WITH_NATS
+#ifdef IDEM_WITH_NATS
   if (has_scheme(uri, "nats")) {
     auto o = nats::parse_uri(uri);
     if (!o.ok()) return o.status();
     return nats::open_publisher(*o);
   }
 #endif
-#ifdef IDEM_TOOL_WITH_KAFKA
+#ifdef IDEM_WITH_KAFKA
   if (has_scheme(uri, "kafka")) {
     auto o = kafka::parse_uri(uri);
     if (!o.ok()) return o.status();
     return kafka::open_publisher(*o);
   }
 #endif
-#ifdef IDEM_TOOL_WITH_PULSAR
+#ifdef IDEM_WITH_PULSAR
   if (has_scheme(uri, "pulsar-ws")) {
     auto o = pulsar::parse_uri(uri);
     if (!o.ok()) return o.status();
@@ -120,25 +120,25 @@ StatusOr<std::unique_ptr<Publisher>> open_publisher(const std::string& uri) {
   return unknown_scheme(uri);
 }
 
-std::string broker_uri_help() {
+std::string broker_uri_forms() {
   std::string help;
-#ifdef IDEM_TOOL_WITH_REDIS_STREAMS
+#ifdef IDEM_WITH_REDIS_STREAMS
   help += "  redis-stream://[[USER:]PASSWORD@]HOST:PORT/STREAM?group=G[&consumer=NAME][&db=N]\n";
 #endif
-#ifdef IDEM_TOOL_WITH_RABBITMQ
+#ifdef IDEM_WITH_RABBITMQ
   help += "  amqp://USER:PASSWORD@HOST:PORT/VHOST?queue=Q[&queue_type=quorum][&prefetch=N]  (%2F: vhost /)\n";
 #endif
-#ifdef IDEM_TOOL_WITH_NATS
+#ifdef IDEM_WITH_NATS
   help += "  nats://[USER:PASSWORD@]HOST:PORT?stream=S&durable=D[&subject=SUBJ][&dlq=SUBJ][&max_ack_pending=N]\n";
 #endif
-#ifdef IDEM_TOOL_WITH_KAFKA
+#ifdef IDEM_WITH_KAFKA
   help += "  kafka://HOST:PORT[,HOST:PORT...]/TOPIC?group=G[&partitions=N][&session_timeout_ms=N]\n";
 #endif
-#ifdef IDEM_TOOL_WITH_PULSAR
+#ifdef IDEM_WITH_PULSAR
   help += "  pulsar-ws://HOST:WEB_PORT/TENANT/NAMESPACE/TOPIC?subscription=S[&type=shared|key_shared|failover|exclusive]\n"
           "      [&dlq=TOPIC][&token=T][&ack_timeout_ms=N][&nack_delay_ms=N]\n";
 #endif
   return help;
 }
 
-}  // namespace idem::cli
+}  // namespace idem

@@ -1,0 +1,49 @@
+// open_source(URI) and open_publisher(URI): one entry point over every broker adapter
+// this build enabled, chosen by the URI's scheme (docs/adapters.md lists the forms).
+// `idem consume --source` and `--outbox` use them; so can a program's Runtime and its
+// outbox (ConsumerOptions::outbox.publishers = idem::open_publisher).
+//
+//   auto source = idem::open_source("redis-stream://127.0.0.1:6379/orders?group=g").value();
+//   auto rt = idem::Runtime<Order>::create(ro, *source, consumer, decode_order).value();
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "idem/clock.hpp"
+#include "idem/publisher.hpp"
+#include "idem/source.hpp"
+#include "idem/status.hpp"
+
+namespace idem {
+
+// What a source takes from the consumer it feeds.
+struct OpenSourceOptions {
+  // ms; the consumer's lease (ConsumerOptions::lease). A broker's redelivery timeout
+  // that idem sets (Redis Streams' claim timeout, NATS JetStream's AckWait) is this, so
+  // the broker redelivers when the lease has run out. Default 30 s.
+  Duration lease{30'000};
+};
+
+// Opens the source `uri` names:
+//   redis-stream://[[USER:]PASSWORD@]HOST:PORT/STREAM?group=G[&consumer=NAME][&db=N]
+//   amqp://USER:PASSWORD@HOST:PORT/VHOST?queue=Q[&…]
+//   nats://[USER:PASSWORD@]HOST:PORT?stream=S&durable=D[&…]
+//   kafka://HOST:PORT[,HOST:PORT…]/TOPIC?group=G[&…]
+//   pulsar-ws://HOST:WEB_PORT/TENANT/NAMESPACE/TOPIC?subscription=S[&…]
+// of the adapters this build has. Returns kInvalidArgument for a malformed URI, a
+// missing group, durable or subscription, or an unknown scheme (naming the forms this
+// build knows); the adapter's error when the broker cannot be reached or refuses. No
+// error message contains a password.
+StatusOr<std::unique_ptr<MessageSource>> open_source(std::string_view uri, const OpenSourceOptions& options = {});
+
+// Opens a publisher to the destination `uri` names: a source URI of the same forms,
+// whose consumer parameters (group, durable, subscription) may be left out. Errors as
+// open_source. Its signature is a PublisherFactory's (outbox.hpp).
+StatusOr<std::unique_ptr<Publisher>> open_publisher(const std::string& uri);
+
+// One line per URI form this build knows, each ending in '\n', for help texts.
+std::string broker_uri_forms();
+
+}  // namespace idem
