@@ -17,6 +17,10 @@
 #include "idem/backend/store_uri.hpp"
 #include "idem/kafka_source.hpp"
 #include "support/kafka_server.hpp"
+#ifdef IDEM_TESTS_WITH_LEDGER_EXAMPLE
+#include "support/ledger_example.hpp"
+#include "support/temp_dir.hpp"
+#endif
 
 namespace idem::kafka {
 namespace {
@@ -325,6 +329,19 @@ TEST(KafkaSource, ARebalanceSettlesAndCommitsTheRevokedPartitionsFirst) {
   EXPECT_EQ(broker().lag(p, "g"), 40 - la.settled_on_revoke);
   (*a)->set_assignment_listener(nullptr);
 }
+
+#ifdef IDEM_TESTS_WITH_LEDGER_EXAMPLE
+// examples/ledger on this broker: every payment applied once, in order, one event each.
+TEST(KafkaSource, TheLedgerExampleAppliesEachPaymentOnceInOrder) {
+  idem::testing::TempDir dir("kafka-ledger");
+  const std::string payments = fresh("payments"), events = fresh("credited");
+  ledger_example::run({.payments_to = broker().uri(payments, ""),
+                       .payments_from = broker().uri(payments, "ledger"),
+                       .events_to = broker().uri(events, ""),
+                       .events_from = broker().uri(events, "check")},
+                      dir.str());
+}
+#endif
 
 }  // namespace
 }  // namespace idem::kafka

@@ -9,6 +9,10 @@
 
 #include "idem/nats_source.hpp"
 #include "support/nats_server.hpp"
+#ifdef IDEM_TESTS_WITH_LEDGER_EXAMPLE
+#include "support/ledger_example.hpp"
+#include "support/temp_dir.hpp"
+#endif
 
 namespace idem::nats {
 namespace {
@@ -252,6 +256,21 @@ TEST_F(NatsSourceTest, UnreachableAndWrongCredentialsAreClearAndSecretFree) {
   o.password = "right";
   EXPECT_TRUE(open(o).ok());
 }
+
+#ifdef IDEM_TESTS_WITH_LEDGER_EXAMPLE
+// examples/ledger on this broker: every payment applied once, in order, one event each.
+TEST_F(NatsSourceTest, TheLedgerExampleAppliesEachPaymentOnceInOrder) {
+  idem::testing::TempDir dir("nats-ledger");
+  const std::string payments = server_->uri() + "?stream=PAYMENTS&subject=payments";
+  const std::string events = server_->uri() + "?stream=CREDITED&subject=credited";
+  ledger_example::run({.payments_to = payments,
+                       .payments_from = payments + "&durable=ledger",
+                       .events_to = events,
+                       .events_from = events + "&durable=check"},
+                      dir.str());
+}
+
+#endif
 
 TEST(NatsSourceUri, ParsesEveryPartAndNeverEchoesThePassword) {
   auto o = parse_uri(

@@ -13,6 +13,10 @@
 
 #include "idem/pulsar_source.hpp"
 #include "support/pulsar_server.hpp"
+#ifdef IDEM_TESTS_WITH_LEDGER_EXAMPLE
+#include "support/ledger_example.hpp"
+#include "support/temp_dir.hpp"
+#endif
 
 namespace idem::pulsar {
 namespace {
@@ -244,6 +248,19 @@ TEST(PulsarSource, AnUnknownNamespaceIsRefused) {
 }
 
 // Last: the broker goes away under a consumer and comes back.
+#ifdef IDEM_TESTS_WITH_LEDGER_EXAMPLE
+// examples/ledger on this broker: every payment applied once, in order, one event each.
+TEST(PulsarSource, TheLedgerExampleAppliesEachPaymentOnceInOrder) {
+  idem::testing::TempDir dir("pulsar-ledger");
+  ledger_example::run({.payments_to = broker().uri("ledger-payments", ""),
+                       .payments_from = broker().uri("ledger-payments", "ledger"),
+                       .events_to = broker().uri("ledger-credited", ""),
+                       .events_from = broker().uri("ledger-credited", "check")},
+                      dir.str());
+}
+
+#endif
+
 TEST(PulsarSource, ConnectsAgainAfterTheBrokerRestarts) {
   const std::string topic = fresh("restart");
   publish(topic, 10);

@@ -9,6 +9,10 @@
 
 #include "idem/rabbitmq_source.hpp"
 #include "support/rabbitmq_server.hpp"
+#ifdef IDEM_TESTS_WITH_LEDGER_EXAMPLE
+#include "support/ledger_example.hpp"
+#include "support/temp_dir.hpp"
+#endif
 
 namespace idem::rabbitmq {
 namespace {
@@ -254,6 +258,19 @@ TEST_F(QueueSourceTest, WrongCredentialsAreAClearErrorWithoutThePassword) {
 }
 
 // Last: restarts the shared node.
+#ifdef IDEM_TESTS_WITH_LEDGER_EXAMPLE
+// examples/ledger on this broker: every payment applied once, in order, one event each.
+TEST_F(QueueSourceTest, TheLedgerExampleAppliesEachPaymentOnceInOrder) {
+  idem::testing::TempDir dir("rabbitmq-ledger");
+  ledger_example::run({.payments_to = server().uri("ledger-payments"),
+                       .payments_from = server().uri("ledger-payments"),
+                       .events_to = server().uri("ledger-credited"),
+                       .events_from = server().uri("ledger-credited")},
+                      dir.str());
+}
+
+#endif
+
 TEST_F(QueueSourceTest, ZReconnectsAfterTheNodeRestarts) {
   const Options o = options("restart");
   publish(o, {"kept"});

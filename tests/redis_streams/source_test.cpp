@@ -9,6 +9,10 @@
 
 #include "idem/redis_stream_source.hpp"
 #include "support/redis_server.hpp"
+#ifdef IDEM_TESTS_WITH_LEDGER_EXAMPLE
+#include "support/ledger_example.hpp"
+#include "support/temp_dir.hpp"
+#endif
 
 namespace idem::redis_streams {
 namespace {
@@ -174,6 +178,20 @@ TEST_F(StreamSourceTest, ReconnectsAfterTheServerRestarts) {
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].body, "after");
 }
+
+#ifdef IDEM_TESTS_WITH_LEDGER_EXAMPLE
+// examples/ledger on this broker: every payment applied once, in order, one event each.
+TEST_F(StreamSourceTest, TheLedgerExampleAppliesEachPaymentOnceInOrder) {
+  idem::testing::TempDir dir("stream-ledger");
+  const std::string base = "redis-stream://127.0.0.1:" + std::to_string(server_->port());
+  ledger_example::run({.payments_to = base + "/payments",
+                       .payments_from = base + "/payments?group=ledger",
+                       .events_to = base + "/credited",
+                       .events_from = base + "/credited?group=check"},
+                      dir.str());
+}
+
+#endif
 
 TEST(StreamSourceUri, ParsesEveryPartAndNeverEchoesThePassword) {
   auto o = parse_uri("redis-stream://app:s3cret@127.0.0.1:6380/orders?group=g&consumer=c&db=2&dlq=dead");
