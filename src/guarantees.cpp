@@ -48,6 +48,7 @@ Decision Pipeline::at_least_once(const MessageView& m, detail::HandlerThunk h, s
   ClaimedStep step(*this, subject_of(m, std::nullopt), retries, start, start);
   if (step.run(handler_of(h, index))) return Decision::ack(Reason::kProcessed);
   const Run& run = step.result();
+  if (run.kind == HandlerResult::Kind::kRejected) return Decision::dead_letter(Reason::kHandlerRejected, run.error);
   if (m.delivery_count && retries >= o_.max_retries) return Decision::dead_letter(Reason::kRetriesExhausted, run.error);
   Decision d = Decision::retry(run.failure_reason, run.delay.count() > 0 ? run.delay : o_.backoff.delay_for(retries));
   d.detail = run.error;
@@ -71,6 +72,7 @@ Decision Pipeline::at_most_once(const MessageView& m, detail::HandlerThunk h, st
   ClaimedStep step(*this, subject_of(m, fp), claim->retries, start, start);
   if (step.run(handler_of(h, index))) return Decision::ack(Reason::kProcessed);
   const Run& run = step.result();
+  if (run.kind == HandlerResult::Kind::kRejected) return Decision::dead_letter(Reason::kHandlerRejected, run.error);
   log_error(impl_.log, "idem: at_most_once: handler failed for id {} and the message is dropped: {}", printable(*m.id),
             run.error);
   Decision d = Decision::ack(Reason::kHandlerFailed);
@@ -113,6 +115,7 @@ Decision Pipeline::fail_open_or_closed(const MessageView& m, detail::HandlerThun
   ClaimedStep step(*this, subject_of(m, std::nullopt), 0, start, start);
   if (step.run(handler_of(h, index))) return Decision::ack(Reason::kFailOpen);
   const Run& run = step.result();
+  if (run.kind == HandlerResult::Kind::kRejected) return Decision::dead_letter(Reason::kHandlerRejected, run.error);
   Decision d = Decision::retry(run.failure_reason, run.delay.count() > 0 ? run.delay : o_.backoff.delay_for(0));
   d.detail = run.error;
   return d;

@@ -16,7 +16,7 @@ constexpr std::array<std::string_view, kReasonCount> kReasonNames = {
     "retry_requested",   "payload_conflict",   "bad_message",       "store_unavailable",
     "lease_lost",        "unacknowledged",     "nacked",            "fail_open",
     "reset",             "concurrent_update",  "buffer_full",       "too_far_ahead",
-    "gap_timeout"};
+    "gap_timeout",       "handler_rejected"};
 
 constexpr std::array<std::string_view, 4> kActionNames = {"ack", "retry", "dead_letter", "hold"};
 

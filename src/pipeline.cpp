@@ -119,6 +119,8 @@ Decision Pipeline::after_failure(EntityKey key, std::string_view id, std::option
     d.detail = "manual guarantee: the handler neither acked nor nacked";
     return d;
   }
+  if (run.kind == HandlerResult::Kind::kRejected)
+    return dead_letter_now(key, id, fp, gate, Reason::kHandlerRejected, run.error);
   if (retries >= o_.max_retries) return dead_letter_now(key, id, fp, gate, Reason::kRetriesExhausted, run.error);
   auto r = clock_.timed_store([&] { return impl_.store->release(release_req(key, id, true)); });
   if (!r.ok()) log_error(impl_.log, "idem: release failed (the lease will expire instead): {}", r.status().to_string());

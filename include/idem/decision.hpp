@@ -40,9 +40,10 @@ enum class Reason {
   kBufferFull,         // the reorder buffer is at a limit; the broker keeps the message
   kTooFarAhead,        // the version is beyond applied + horizon (a likely producer bug)
   kGapTimeout,         // a gap outlived gap_timeout and the gap policy dead-lettered it
+  kHandlerRejected,    // the handler said the message can never succeed (HandlerResult::reject)
 };
 
-inline constexpr int kReasonCount = static_cast<int>(Reason::kGapTimeout) + 1;
+inline constexpr int kReasonCount = static_cast<int>(Reason::kHandlerRejected) + 1;
 
 // Stable snake_case names, used in logs, metrics and the replay output.
 std::string_view action_name(Action a);

@@ -24,7 +24,7 @@ struct ContextAccess;
 // The result of one handler call. A thrown exception (of any type) counts as fail().
 class HandlerResult {
  public:
-  enum class Kind { kOk, kFailed, kRetryRequested };
+  enum class Kind { kOk, kFailed, kRetryRequested, kRejected };
 
   // The effect happened. `result` (optional) is stored and returned to duplicates.
   static HandlerResult ok() { return HandlerResult(Kind::kOk); }
@@ -43,6 +43,16 @@ class HandlerResult {
   static HandlerResult retry_after(Duration delay, std::string why = {}) {
     HandlerResult r(Kind::kRetryRequested);
     r.delay_ = delay;
+    r.error_ = std::move(why);
+    return r;
+  }
+
+  // The message can never succeed (malformed for this handler, refused by a business
+  // rule): dead-lettered at once with reason handler_rejected, without retries, and
+  // recorded like a dead letter so that a redelivery is a duplicate. Under
+  // at_most_once too (the message is not dropped silently).
+  static HandlerResult reject(std::string why) {
+    HandlerResult r(Kind::kRejected);
     r.error_ = std::move(why);
     return r;
   }

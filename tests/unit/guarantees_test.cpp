@@ -346,5 +346,44 @@ TEST_F(ConsumerTest, ManualCallsUnderOtherGuaranteesAreIgnoredAndWarnedOnce) {
   }
 }
 
+// --- HandlerResult::reject ------------------------------------------------------------
+
+// A rejected message is dead-lettered at once under every guarantee, without retries;
+// where a record is kept, a redelivery is a duplicate and the handler does not run.
+TEST_F(ConsumerTest, ARejectedMessageIsDeadLetteredAtOnceUnderEveryGuarantee) {
+  for (Guarantee g : {Guarantee::kAtMostOnce, Guarantee::kAtLeastOnce, Guarantee::kEffectivelyOnce}) {
+    store_ = memory::open().value();
+    int calls = 0;
+    auto c = make(options(g), [&](const Msg&, HandlerContext&) {
+      ++calls;
+      return HandlerResult::reject("amount is negative");
+    });
+    const Decision d = c.process(msg("r1"));
+    EXPECT_DECISION(d, Action::kDeadLetter, Reason::kHandlerRejected) << guarantee_name(g);
+    EXPECT_EQ(d.detail, "amount is negative");
+    const Decision again = c.process(msg("r1"));
+    if (g == Guarantee::kAtLeastOnce) {
+      EXPECT_DECISION(again, Action::kDeadLetter, Reason::kHandlerRejected) << "no record: it runs again";
+      EXPECT_EQ(calls, 2);
+    } else {
+      EXPECT_EQ(again.action, Action::kAck) << guarantee_name(g) << ": " << ::testing::PrintToString(again);
+      EXPECT_EQ(calls, 1) << guarantee_name(g);
+    }
+  }
+}
+
+TEST_F(ConsumerTest, ARejectionInABatchDeadLettersThatMessageAlone) {
+  auto c = make(options(), [](const Msg& m, HandlerContext&) {
+    return *m.id == "bad" ? HandlerResult::reject("refused") : HandlerResult::ok();
+  });
+  const std::vector<Msg> batch{msg("a"), msg("bad"), msg("b")};
+  const std::vector<Decision> ds = c.process_batch(batch);
+  ASSERT_EQ(ds.size(), 3u);
+  EXPECT_DECISION(ds[0], Action::kAck, Reason::kProcessed);
+  EXPECT_DECISION(ds[1], Action::kDeadLetter, Reason::kHandlerRejected);
+  EXPECT_DECISION(ds[2], Action::kAck, Reason::kProcessed);
+  EXPECT_DECISION(c.process(msg("bad")), Action::kAck, Reason::kDuplicate);
+}
+
 }  // namespace
 }  // namespace idem::test
