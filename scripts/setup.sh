@@ -9,7 +9,7 @@ IDEM_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 IDEM_PACKAGES=(
   build-essential cmake pkg-config
   libsqlite3-dev libspdlog-dev libxxhash-dev
-  nlohmann-json3-dev libcli11-dev
+  nlohmann-json3-dev libcli11-dev libcpp-httplib-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   librocksdb-dev libbloom-dev libhiredis-dev redis-server redis-tools
   libyaml-cpp-dev

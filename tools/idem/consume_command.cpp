@@ -1,70 +1,36 @@
 // `idem consume`: the consumer runtime from the shell (tools/idem/README.md). Reads a
-// broker source, runs every message through a consumer with the built-in handler,
-// prints effects and decisions as JSON lines.
-#include <signal.h>
-#include <unistd.h>
-
+// broker source, runs every message through a consumer with the built-in handler
+// (or, with --handler, a service outside: sidecar.cpp), prints effects and decisions
+// as JSON lines.
 #include <CLI/CLI.hpp>
-#include <atomic>
 #include <iostream>
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 
 #include "commands.hpp"
 #include "consume_handler.hpp"
+#include "consume_run.hpp"
 #include "consumer_flags.hpp"
 #include "exit_codes.hpp"
 #include "idem/backend/store_uri.hpp"
 #include "idem/consumer.hpp"
 #include "idem/open_source.hpp"
 #include "idem/runtime.hpp"
-#include "operator_session.hpp"
 #include "trace_line.hpp"
 
 namespace idem::cli {
 namespace {
 
 constexpr const char* kFooter =
-    "Each message body is one JSON object with the fields of a replay line (id, key, version,\n"
-    "event, payload, stream, position, fail). On sqlite: and postgres:// stores under effectively_once or manual\n"
-    "each effect is a row of idem_effects, written in the dedup record's transaction.\n"
+    "Without --handler, each message body is one JSON object with the fields of a replay line (id,\n"
+    "key, version, event, payload, stream, position, fail). On sqlite: and postgres:// stores under\n"
+    "effectively_once or manual each effect is a row of idem_effects, written in the dedup record's\n"
+    "transaction. With --handler, each message goes to that service (HTTP POST or JSON lines) and\n"
+    "its answer decides; --id/--key/--version/--event say where the fields are.\n"
     "SIGINT/SIGTERM stop gracefully; a second one exits at once.\n"
     "Exit status: 0 stopped (signal, --idle-exit-ms, --max-messages); 1 the source or the store\n"
     "failed; 2 invalid options; 130 a second signal.";
-
-constexpr int kExitSecondSignal = 130;
-
-struct ConsumeArgs {
-  ConsumerFlags consumer;
-  std::string source;
-  std::int64_t workers = 0;
-  std::int64_t batch = 1;
-  std::int64_t idle_exit_ms = 0;
-  std::int64_t max_messages = 0;
-};
-
-std::atomic<Runtime<TraceLine>*> g_runtime{nullptr};
-std::atomic<int> g_signals{0};
-
-void on_signal(int) {
-  if (g_signals.fetch_add(1) > 0) _exit(kExitSecondSignal);
-  if (Runtime<TraceLine>* rt = g_runtime.load()) rt->stop();
-}
-
-void install_signal_handlers() {
-  struct sigaction sa {};
-  sa.sa_handler = on_signal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
-}
-
-int fail(int code, const std::string& message) {
-  std::cerr << "idem consume: " << message << '\n';
-  return code;
-}
 
 // A body without "stream" and "position" takes the broker's (a Kafka partition and
 // offset, a Pulsar topic and message id), so --ordering watermark works on what the
@@ -78,24 +44,6 @@ StatusOr<TraceLine> decode(const Delivery& d) {
   }
   if (!p.line.key && !d.key.empty()) p.line.key = d.key;
   return std::move(p.line);
-}
-
-// At exit: the keys whose messages still wait in the reorder buffer behind a gap,
-// which nothing else reports until the gap timeout acts (on stderr; at most 10 keys).
-void warn_buffered(Store& store, const ConsumerSettings& s) {
-  EntityStore* entities = store.entities();
-  if (entities == nullptr || s.ordering.mode != Ordering::kStrict) return;
-  auto summary = entities->buffer_summary(10);
-  if (!summary.ok() || summary->count == 0) return;
-  std::cerr << "idem consume: warning: " << summary->count
-            << (summary->count == 1 ? " message waits" : " messages wait")
-            << " in the reorder buffer for an earlier version that has not arrived; it runs when that version "
-               "arrives, or the gap policy (" << gap_policy_name(s.ordering.gap_policy) << ") acts "
-            << s.ordering.gap_timeout.count() << " ms after it was buffered (idem inspect --store URI shows them):\n";
-  for (const BufferedKey& k : summary->keys)
-    std::cerr << "  key " << json_text(k.key) << ": " << k.count << " buffered from version " << k.lowest_version
-              << ", since " << iso_time(k.oldest_at) << '\n';
-  if (summary->keys.size() == 10) std::cerr << "  (the 10 oldest keys shown)\n";
 }
 
 // Effects go to idem_effects when the store is SQLite or PostgreSQL and commits carry
@@ -124,36 +72,27 @@ void enable_outbox(const ConsumerSettings& s, ConsumerOptions& o) {
   o.outbox.publishers = [](const std::string& destination) { return open_publisher(destination); };
 }
 
-RuntimeOptions runtime_options(const ConsumeArgs& a) {
-  RuntimeOptions ro;
-  ro.workers = static_cast<std::size_t>(a.workers);
-  ro.batch = static_cast<std::size_t>(a.batch);
-  ro.idle_exit = Duration(a.idle_exit_ms);
-  ro.max_messages = static_cast<std::uint64_t>(a.max_messages);
-  return ro;
-}
-
 int run_consume(const ConsumeArgs& a) {
   auto settings = settings_from(a.consumer, "consume");
   if (!settings) return kExitUsage;
-  auto source = open_source(a.source, OpenSourceOptions{.lease = settings->lease});
-  if (!source.ok() && source.status().code() == StatusCode::kInvalidArgument) {
-    return fail(kExitUsage, scrub_secrets("--source: " + source.status().message(), a.source));
-  }
-  if (!source.ok())
-    return fail(kExitFailure, scrub_secrets("cannot open source: " + source.status().to_string(), a.source));
+  if (!a.sidecar.handler.empty()) return run_sidecar(a, *settings);
+  if (sidecar_flags_given(a.sidecar))
+    return consume_fail(kExitUsage, "--id, --key, --version, --event, --handler-timeout-ms, --metrics-listen and --quiet "
+                                    "need --handler (the built-in handler reads replay lines)");
+  std::unique_ptr<MessageSource> source;
+  if (int rc = open_consume_source(a, *settings, source); rc != kExitOk) return rc;
 
   ConsumerOptions o = consumer_options_from(*settings);
   std::string error, db_path, pg_table;
   const EffectsIn effects = effects_target(*settings, &db_path);
   if (effects == EffectsIn::kSqlite) {  // before the store opens the file and takes its lock
-    if (Status s = create_effects_table(db_path); !s.ok()) return fail(kExitFailure, s.message());
+    if (Status s = create_effects_table(db_path); !s.ok()) return consume_fail(kExitFailure, s.message());
     o.transactional = true;
   }
-  if (int rc = open_consumer_store(*settings, o, error); rc != kExitOk) return fail(rc, error);
+  if (int rc = open_consumer_store(*settings, o, error); rc != kExitOk) return consume_fail(rc, error);
   if (effects == EffectsIn::kPostgres) {  // after the store created its schema
     if (Status s = create_postgres_effects_table(settings->store_uri, &pg_table); !s.ok())
-      return fail(kExitFailure, scrub_secrets(s.message(), settings->store_uri));
+      return consume_fail(kExitFailure, scrub_secrets(s.message(), settings->store_uri));
     o.transactional = true;
   }
   enable_outbox(*settings, o);
@@ -165,20 +104,17 @@ int run_consume(const ConsumeArgs& a) {
   auto consumer =
       Consumer<TraceLine>::create(std::move(o), trace_extractors(),
                                   [handler](const TraceLine& m, HandlerContext& ctx) { return (*handler)(m, ctx); });
-  if (!consumer.ok()) return fail(kExitUsage, consumer.status().message());
+  if (!consumer.ok()) return consume_fail(kExitUsage, consumer.status().message());
 
   auto applied = [handler](const Delivery& d, const TraceLine* m, const Decision& dec) {
     handler->decided(d.broker_id, m != nullptr ? m->id : std::nullopt, dec);
   };
-  auto rt = Runtime<TraceLine>::create(runtime_options(a), **source, *consumer, decode, applied);
-  if (!rt.ok()) return fail(kExitUsage, rt.status().message());
-  g_runtime.store(rt->get());
-  install_signal_handlers();
-  const Status s = (*rt)->run();
-  g_runtime.store(nullptr);
-  (*source)->close();
+  auto rt = Runtime<TraceLine>::create(runtime_options(a), *source, *consumer, decode, applied);
+  if (!rt.ok()) return consume_fail(kExitUsage, rt.status().message());
+  const Status s = run_until_signalled(**rt);
+  source->close();
   std::cout.flush();
-  if (!s.ok()) return fail(kExitFailure, s.to_string());
+  if (!s.ok()) return consume_fail(kExitFailure, s.to_string());
   warn_buffered(*store, *settings);
   return kExitOk;
 }
@@ -186,7 +122,8 @@ int run_consume(const ConsumeArgs& a) {
 }  // namespace
 
 void add_consume_command(CLI::App& app, Runner& selected) {
-  CLI::App* cmd = app.add_subcommand("consume", "Consume a broker source through idem with the built-in handler");
+  CLI::App* cmd = app.add_subcommand(
+      "consume", "Consume a broker source through idem, with the built-in handler or a service's (--handler)");
   cmd->footer("SOURCE:\n" + broker_uri_forms() + kFooter);
   auto a = std::make_shared<ConsumeArgs>();
   cmd->add_option("--source", a->source, "Broker source URI (see below)")->required();
@@ -203,6 +140,7 @@ void add_consume_command(CLI::App& app, Runner& selected) {
   cmd->add_option("--max-messages", a->max_messages, "Exit 0 after deciding this many deliveries (0: no limit)")
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 62))
       ->capture_default_str();
+  add_sidecar_flags(cmd, &a->sidecar);
   cmd->callback([&selected, a] { selected = [a] { return run_consume(*a); }; });
 }
 

@@ -166,6 +166,12 @@ void ConsumeHandler::decided(const std::string& broker_id, const std::optional<s
     std::lock_guard lock(mu_);
     pending_.erase(*id);  // that run's commit did not land
   }
+  const std::string line = decision_line(broker_id, id, d);
+  std::lock_guard lock(mu_);
+  out_ << line << '\n';
+}
+
+std::string decision_line(const std::string& broker_id, const std::optional<std::string>& id, const Decision& d) {
   nlohmann::ordered_json j;
   j["type"] = "decision";
   j["delivery"] = broker_id;
@@ -174,8 +180,8 @@ void ConsumeHandler::decided(const std::string& broker_id, const std::optional<s
   j["reason"] = reason_name(d.reason);
   if (d.action == Action::kRetry) j["delay_ms"] = d.delay.count();
   if (!d.detail.empty()) j["detail"] = d.detail;
-  std::lock_guard lock(mu_);
-  out_ << j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << '\n';
+  if (d.result) j["result"] = *d.result;
+  return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
 }  // namespace idem::cli

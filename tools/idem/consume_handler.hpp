@@ -40,6 +40,11 @@ enum class EffectsIn {
 // (schema included) and sets *table to its qualified, quoted name.
 Status create_postgres_effects_table(const std::string& uri, std::string* table);
 
+// The decision line of one delivery: {"type":"decision","delivery":BROKER_ID,"id":…,
+// "action":…,"reason":…,"delay_ms":… (retries),"detail":…,"result":… (the stored
+// result, given to a duplicate too)}.
+std::string decision_line(const std::string& broker_id, const std::optional<std::string>& id, const Decision& d);
+
 class ConsumeHandler {
  public:
   // postgres_table: the qualified name of idem_effects when `where` is kPostgres.

@@ -1,0 +1,69 @@
+#!/usr/bin/env python3
+"""A service behind `idem consume --handler http://127.0.0.1:PORT/orders`.
+
+idem POSTs each message as it arrived, with the headers Idem-Id, Idem-Key,
+Idem-Version, Idem-Event and Idem-Attempt, and never a duplicate. The answer decides:
+2xx done (the body is stored and given to duplicates), 429/503 with Retry-After try
+again then, other 5xx fail (retried with backoff, then dead-lettered), other 4xx
+reject (dead-lettered at once).
+
+This one appends "ID ATTEMPT" to LOG for every call, then answers by the body:
+{"fail": true} fails the first attempt, {"busy": true} asks for a retry in a second
+on the first attempt, {"reject": true} rejects; anything else succeeds with
+{"handled": ID}, after {"sleep_ms": N} milliseconds if the body says so (work that
+takes time).
+
+    python3 handler.py LOG [PORT]      # prints PORT=N once listening (PORT 0: any)
+"""
+import json
+import sys
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive: one connection per idem worker
+    disable_nagle_algorithm = True  # headers and body are two writes: do not hold the second
+
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        msg_id = self.headers["Idem-Id"]
+        attempt = int(self.headers["Idem-Attempt"])
+        with open(self.server.log, "a") as log:
+            log.write(f"{msg_id} {attempt}\n")
+        try:
+            order = json.loads(body)
+        except ValueError:
+            return self.answer(400, {"error": "not JSON"})
+        if order.get("reject"):
+            return self.answer(422, {"error": "refused"})
+        if order.get("fail") and attempt == 1:
+            return self.answer(500, {"error": "first attempt fails"})
+        if order.get("busy") and attempt == 1:
+            return self.answer(503, {"error": "busy"}, {"Retry-After": "1"})
+        time.sleep(order.get("sleep_ms", 0) / 1000)
+        self.answer(200, {"handled": msg_id})
+
+    def answer(self, status, payload, headers=None):
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+
+def main():
+    server = ThreadingHTTPServer(("127.0.0.1", int(sys.argv[2]) if len(sys.argv) > 2 else 0), Handler)
+    server.log = sys.argv[1]
+    print(f"PORT={server.server_address[1]}", flush=True)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,84 @@
+#include "consume_run.hpp"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <iostream>
+
+#include "exit_codes.hpp"
+#include "idem/backend/store_uri.hpp"
+#include "idem/open_source.hpp"
+#include "operator_session.hpp"
+
+namespace idem::cli {
+namespace {
+
+constexpr int kExitSecondSignal = 130;
+
+std::atomic<void*> g_target{nullptr};
+std::atomic<void (*)(void*)> g_stop{nullptr};
+std::atomic<int> g_signals{0};
+
+void on_signal(int) {
+  if (g_signals.fetch_add(1) > 0) _exit(kExitSecondSignal);
+  void* target = g_target.load();
+  void (*stop)(void*) = g_stop.load();
+  if (target != nullptr && stop != nullptr) stop(target);
+}
+
+}  // namespace
+
+int consume_fail(int code, const std::string& message) {
+  std::cerr << "idem consume: " << message << '\n';
+  return code;
+}
+
+int open_consume_source(const ConsumeArgs& a, const ConsumerSettings& s, std::unique_ptr<MessageSource>& out) {
+  auto source = open_source(a.source, OpenSourceOptions{.lease = s.lease});
+  if (!source.ok() && source.status().code() == StatusCode::kInvalidArgument)
+    return consume_fail(kExitUsage, scrub_secrets("--source: " + source.status().message(), a.source));
+  if (!source.ok())
+    return consume_fail(kExitFailure, scrub_secrets("cannot open source: " + source.status().to_string(), a.source));
+  out = std::move(source).value();
+  return kExitOk;
+}
+
+RuntimeOptions runtime_options(const ConsumeArgs& a) {
+  RuntimeOptions ro;
+  ro.workers = static_cast<std::size_t>(a.workers);
+  ro.batch = static_cast<std::size_t>(a.batch);
+  ro.idle_exit = Duration(a.idle_exit_ms);
+  ro.max_messages = static_cast<std::uint64_t>(a.max_messages);
+  return ro;
+}
+
+void warn_buffered(Store& store, const ConsumerSettings& s) {
+  EntityStore* entities = store.entities();
+  if (entities == nullptr || s.ordering.mode != Ordering::kStrict) return;
+  auto summary = entities->buffer_summary(10);
+  if (!summary.ok() || summary->count == 0) return;
+  std::cerr << "idem consume: warning: " << summary->count
+            << (summary->count == 1 ? " message waits" : " messages wait")
+            << " in the reorder buffer for an earlier version that has not arrived; it runs when that version "
+               "arrives, or the gap policy ("
+            << gap_policy_name(s.ordering.gap_policy) << ") acts " << s.ordering.gap_timeout.count()
+            << " ms after it was buffered (idem inspect --store URI shows them):\n";
+  for (const BufferedKey& k : summary->keys)
+    std::cerr << "  key " << json_text(k.key) << ": " << k.count << " buffered from version " << k.lowest_version
+              << ", since " << iso_time(k.oldest_at) << '\n';
+  if (summary->keys.size() == 10) std::cerr << "  (the 10 oldest keys shown)\n";
+}
+
+void set_stop_target(void* target, void (*stop)(void*)) {
+  g_stop.store(stop);
+  g_target.store(target);
+  if (target == nullptr) return;
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
+}  // namespace idem::cli
