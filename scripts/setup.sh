@@ -17,6 +17,7 @@ IDEM_PACKAGES=(
   libnats-dev nats-server
   librdkafka-dev openjdk-17-jre-headless maven
   libboost-dev
+  prometheus
   postgresql-15 libpq-dev
   ccache
   clang libclang-rt-14-dev

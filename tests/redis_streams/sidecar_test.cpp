@@ -4,6 +4,8 @@
 // /healthz answer while it runs.
 #include <httplib.h>
 
+#include <nlohmann/json.hpp>
+
 #include "redis_streams/sidecar_support.hpp"
 #include "redis_streams/stream_broker.hpp"
 
@@ -72,6 +74,96 @@ TEST_F(PythonSidecar, ServesMetricsAndHealthWhileItRuns) {
   auto health = client.Get("/healthz");
   ASSERT_TRUE(health);
   EXPECT_EQ(health->status, 200);
+  kill(pid, SIGTERM);
+  EXPECT_EQ(wait_exit(pid, 30s), 0) << read_text(dir_.sub("consume.log"));
+}
+
+// A YAML file gives the flags; the same flag on the command line wins.
+TEST_F(PythonSidecar, AConfigFileGivesTheFlagsAndTheCommandLineWins) {
+  publish({R"({"order":{"id":"cfg-1"}})"});
+  std::ofstream(dir_.sub("consume.yaml")) << "source: " << stream() << "?group=g\n"
+                                          << "store: sqlite:" << dir_.sub("db") << "\n"
+                                          << "handler: " << handler_->spec() << "\n"
+                                          << "idle_exit_ms: 1500\nworkers: 1\nquiet: true\n"
+                                          << "id: /nowhere\n";
+  const std::string out = dir_.sub("consume.log");
+  ASSERT_EQ(wait_exit(spawn_idem({"consume", "--config", dir_.sub("consume.yaml"), "--id", "/order/id"}, out), 60s), 0)
+      << read_text(out);
+  EXPECT_TRUE(has(read_text(out), R"("id":"cfg-1","action":"ack","reason":"processed")")) << read_text(out);
+}
+
+// Debian's Prometheus, started for the test, scrapes a running idem consume; its
+// HTTP API then answers the decision counters, and every query of the Grafana
+// dashboard in docs/ runs and names metrics that idem serves.
+class PrometheusServer {
+ public:
+  PrometheusServer(const std::string& dir, int target_port) : port_(test_support::free_port()) {
+    std::ofstream(dir + "/prometheus.yml") << "global: {scrape_interval: 1s}\n"
+                                           << "scrape_configs:\n  - job_name: idem\n    static_configs:\n"
+                                           << "      - targets: ['127.0.0.1:" << target_port << "']\n";
+    pid_ = test_support::spawn({"prometheus", "--config.file=" + dir + "/prometheus.yml",
+                                "--storage.tsdb.path=" + dir + "/prometheus-data",
+                                "--web.listen-address=127.0.0.1:" + std::to_string(port_)},
+                               dir + "/prometheus.log");
+  }
+  ~PrometheusServer() { test_support::reap(pid_, SIGTERM); }
+
+  // The API's answer to an instant query (null when it did not answer).
+  nlohmann::json query(const std::string& promql) {
+    httplib::Client c("127.0.0.1", port_);
+    auto r = c.Get("/api/v1/query", httplib::Params{{"query", promql}}, httplib::Headers{});
+    if (!r || r->status != 200) return nullptr;
+    return nlohmann::json::parse(r->body, nullptr, false);
+  }
+
+  // The value of a query's single sample, or "" while there is none.
+  std::string value(const std::string& promql) {
+    const nlohmann::json a = query(promql);
+    if (!a.is_object() || a["data"]["result"].empty()) return "";
+    return a["data"]["result"][0]["value"][1].get<std::string>();
+  }
+
+ private:
+  int port_;
+  pid_t pid_ = -1;
+};
+
+TEST_F(PythonSidecar, PrometheusScrapesTheDecisionCountersAndTheDashboardQueriesRun) {
+  publish({R"({"id":"m-1"})", R"({"id":"m-1"})", R"({"id":"m-2","reject":true})"});
+  const int port = test_support::free_port();
+  const pid_t pid = spawn_idem({"consume", "--source", stream() + "?group=g", "--store", "sqlite:" + dir_.sub("db"),
+                                "--handler", handler_->spec(), "--workers", "1", "--metrics-listen",
+                                "127.0.0.1:" + std::to_string(port)},
+                               dir_.sub("consume.log"));
+  PrometheusServer prometheus(dir_.str(), port);
+  const std::string processed = R"(idem_decisions_total{job="idem",reason="processed"})";
+  const std::string rejected = R"(idem_decisions_total{job="idem",reason="handler_rejected"})";
+  for (int i = 0; i < 600 && (prometheus.value(processed) != "1" || prometheus.value(rejected) != "1"); ++i)
+    std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(prometheus.value(processed), "1") << read_text(dir_.sub("prometheus.log"));
+  EXPECT_EQ(prometheus.value(rejected), "1");
+  EXPECT_EQ(prometheus.value(R"(idem_decisions_total{job="idem",reason="duplicate"})"), "1");
+
+  httplib::Client idem("127.0.0.1", port);
+  auto served = idem.Get("/metrics");
+  ASSERT_TRUE(served);
+  std::ifstream f(std::string(IDEM_SOURCE_DIR) + "/docs/grafana/idem-consume.json");
+  const nlohmann::json dashboard = nlohmann::json::parse(f);
+  int queries = 0;
+  for (const auto& panel : dashboard["panels"]) {
+    for (const auto& target : panel["targets"]) {
+      std::string expr = target["expr"];
+      for (std::size_t at; (at = expr.find("$job")) != std::string::npos;) expr.replace(at, 4, "idem");
+      const nlohmann::json answer = prometheus.query(expr);
+      EXPECT_TRUE(answer.is_object() && answer["status"] == "success") << panel["title"] << ": " << expr;
+      ++queries;
+      for (std::size_t at = expr.find("idem_"); at != std::string::npos; at = expr.find("idem_", at + 1)) {
+        const std::string name = expr.substr(at, expr.find_first_not_of("abcdefghijklmnopqrstuvwxyz_", at) - at);
+        EXPECT_TRUE(has(served->body, name)) << name << " in " << panel["title"] << " is not a metric idem serves";
+      }
+    }
+  }
+  EXPECT_GE(queries, 7);
   kill(pid, SIGTERM);
   EXPECT_EQ(wait_exit(pid, 30s), 0) << read_text(dir_.sub("consume.log"));
 }

@@ -18,6 +18,9 @@
 #include "idem/open_source.hpp"
 #include "idem/runtime.hpp"
 #include "trace_line.hpp"
+#ifdef IDEM_TOOL_WITH_YAML
+#include "yaml_config.hpp"
+#endif
 
 namespace idem::cli {
 namespace {
@@ -126,7 +129,7 @@ void add_consume_command(CLI::App& app, Runner& selected) {
       "consume", "Consume a broker source through idem, with the built-in handler or a service's (--handler)");
   cmd->footer("SOURCE:\n" + broker_uri_forms() + kFooter);
   auto a = std::make_shared<ConsumeArgs>();
-  cmd->add_option("--source", a->source, "Broker source URI (see below)")->required();
+  cmd->add_option("--source", a->source, "Broker source URI (see below); required");
   add_consumer_flags(cmd, &a->consumer);
   cmd->add_option("--workers", a->workers, "Worker threads (default: the number of CPUs)")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1024}));
@@ -141,7 +144,17 @@ void add_consume_command(CLI::App& app, Runner& selected) {
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 62))
       ->capture_default_str();
   add_sidecar_flags(cmd, &a->sidecar);
-  cmd->callback([&selected, a] { selected = [a] { return run_consume(*a); }; });
+#ifdef IDEM_TOOL_WITH_YAML
+  auto config = std::make_shared<std::string>();
+  cmd->add_option("--config", *config, "Read flags from this YAML file (long names without --); a flag given here wins");
+  cmd->callback([&selected, a, cmd, config] {
+    if (!config->empty()) apply_yaml_config(*cmd, *config);
+#else
+  cmd->callback([&selected, a] {
+#endif
+    if (a->source.empty()) throw CLI::RequiredError("--source");
+    selected = [a] { return run_consume(*a); };
+  });
 }
 
 }  // namespace idem::cli
