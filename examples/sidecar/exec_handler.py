@@ -8,11 +8,13 @@ stdin: {"id", "key", "version", "event", "attempt", "body"} ("body_base64" inste
 
 The same behaviour as handler.py: "ID ATTEMPT" appended to LOG per call; {"fail":
 true} fails the first attempt, {"busy": true} retries it after a second, {"reject":
-true} rejects; anything else is ok with the result {"handled": ID}, after
+true} rejects; a body that is not UTF-8 is ok with {"handled": ID, "bytes": N};
+anything else is ok with the result {"handled": ID}, after
 {"sleep_ms": N} milliseconds if the body says so. And {"crash":
 true} makes the process exit on the first attempt without answering: idem fails
 that message (it is retried) and starts a new process.
 """
+import base64
 import json
 import os
 import sys
@@ -20,6 +22,9 @@ import time
 
 
 def answer(request):
+    if "body_base64" in request:  # not UTF-8, so not JSON: say what came
+        data = base64.b64decode(request["body_base64"])
+        return {"status": "ok", "result": {"handled": request["id"], "bytes": len(data)}}
     try:
         order = json.loads(request.get("body", ""))
     except ValueError:

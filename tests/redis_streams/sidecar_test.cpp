@@ -53,6 +53,31 @@ TEST_F(ExecSidecar, AChildThatDiesIsReplacedAndItsMessageRetried) {  publish({R"
   EXPECT_EQ(calls(handler_->log()).at("c-1"), (std::vector<int>{1, 2}));
 }
 
+// A body that is not UTF-8 (so not JSON) reaches an exec: handler as body_base64,
+// its id taken from the broker.
+TEST_F(ExecSidecar, ABodyThatIsNotUtf8GoesAsBase64) {
+  ASSERT_TRUE(server_->command({"XADD", "orders", "*", "body", std::string("\xff\xfe\x00!", 4)}).ok());
+  const std::string out = consume({"--id", "broker"});
+  EXPECT_TRUE(has(out, R"("action":"ack","reason":"processed","result":"{\"bytes\":4,)")) << out;
+}
+
+// On a terminal (a pseudo-terminal from script(1)) a status line comes every second;
+// with --quiet, or without a terminal, none.
+TEST_F(PythonSidecar, AProgressLineOnATerminalOnly) {
+  publish({R"({"id":"t-1"})"});
+  auto on_terminal = [&](const std::string& more) {
+    const std::string command = std::string(IDEM_BINARY) + " consume --source '" + stream() + "?group=g' --store sqlite:" +
+                                dir_.sub("db") + " --handler " + handler_->spec() + " --idle-exit-ms 2500 " + more;
+    const std::string out = dir_.sub("terminal.log");
+    std::remove(out.c_str());
+    EXPECT_EQ(wait_exit(test_support::spawn({"script", "-qec", command, "/dev/null"}, out), 60s), 0) << read_text(out);
+    return read_text(out);
+  };
+  EXPECT_TRUE(has(on_terminal(""), "msg/s  in flight")) << "a terminal shows progress";
+  EXPECT_FALSE(has(on_terminal("--quiet"), "msg/s")) << "--quiet shows none";
+  EXPECT_FALSE(has(consume(), "msg/s")) << "nor does a file";
+}
+
 // While it runs, /healthz answers and /metrics counts the decisions by reason.
 TEST_F(PythonSidecar, ServesMetricsAndHealthWhileItRuns) {
   publish({R"({"id":"m-1"})", R"({"id":"m-1"})", R"({"id":"m-2","reject":true})"});

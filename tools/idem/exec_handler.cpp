@@ -98,19 +98,24 @@ class Child {
   std::string buffered_;
 };
 
+// Sets r[name] to bytes, or r[name + "_base64"] to their base64 when they are not UTF-8.
+void put_text(nlohmann::ordered_json& r, const std::string& name, const std::string& bytes) {
+  if (external::valid_utf8(bytes)) {
+    r[name] = bytes;
+  } else {
+    r[name + "_base64"] = external::base64(bytes);
+  }
+}
+
 // The request line for m.
 std::string request_line(const json::Message& m, const HandlerContext& ctx) {
   nlohmann::ordered_json r;
-  r["id"] = external::valid_utf8(m.id) ? m.id : external::base64(m.id);
-  if (!m.key.empty()) r["key"] = external::valid_utf8(m.key) ? m.key : external::base64(m.key);
+  put_text(r, "id", m.id);
+  if (!m.key.empty()) put_text(r, "key", m.key);
   if (m.version > 0) r["version"] = m.version;
-  if (!m.event.empty()) r["event"] = external::valid_utf8(m.event) ? m.event : external::base64(m.event);
+  if (!m.event.empty()) put_text(r, "event", m.event);
   r["attempt"] = ctx.attempt();
-  if (external::valid_utf8(m.body)) {
-    r["body"] = m.body;
-  } else {
-    r["body_base64"] = external::base64(m.body);
-  }
+  put_text(r, "body", m.body);
   return r.dump() + "\n";
 }
 

@@ -100,12 +100,12 @@ StatusOr<Consumer<json::Message>> make_consumer(const ConsumerSettings& s, const
 
 int run_sidecar_with(const ConsumeArgs& a, const ConsumerSettings& s, const json::Format& format,
                      std::shared_ptr<ExternalHandler> handler, Duration timeout) {
+  std::unique_ptr<MessageSource> source;
+  if (int rc = open_consume_source(a, s, source); rc != kExitOk) return rc;
   std::mutex out_mu;
   int exit_code = kExitUsage;
   auto consumer = make_consumer(s, format, std::move(handler), timeout, out_mu, exit_code);
   if (!consumer.ok()) return consume_fail(exit_code, consumer.status().message());
-  std::unique_ptr<MessageSource> source;
-  if (int rc = open_consume_source(a, s, source); rc != kExitOk) return rc;
   auto applied = [&out_mu](const Delivery& d, const json::Message* m, const Decision& dec) {
     const std::string line = decision_line(d.broker_id, m != nullptr ? std::optional(m->id) : std::nullopt, dec);
     std::lock_guard lock(out_mu);
