@@ -7,6 +7,7 @@
 #include <deque>
 #include <iostream>
 #include <map>
+#include <set>
 #include <thread>
 
 #include "cluster/key_slot.hpp"
@@ -54,9 +55,13 @@ TEST(RedisClusterFailover, MasterKilledMidRunReplicaPromotedNoCrashNoLostMessage
   const int victim_slot = redis::detail::key_slot(key_of(*store, "fo-0"));
   RedisServer* victim = (*cluster)->master_of(victim_slot);
   ASSERT_NE(victim, nullptr);
+  std::set<std::string> on_victim;  // the ids whose records the victim holds
+  for (const Msg& m : queue)
+    if ((*cluster)->master_of(redis::detail::key_slot(key_of(*store, m.id))) == victim) on_victim.insert(m.id);
 
   std::map<Reason, int> reasons;
   int delivered = 0;
+  int victim_commits = 0;  // ids of the killed master's slots committed before the kill
   bool killed = false;
   const auto deadline = std::chrono::steady_clock::now() + 180s;  // only stops a test that hangs
   while (!queue.empty() && std::chrono::steady_clock::now() < deadline) {
@@ -80,6 +85,7 @@ TEST(RedisClusterFailover, MasterKilledMidRunReplicaPromotedNoCrashNoLostMessage
     ASSERT_EQ(d.action, Action::kAck) << reason_name(d.reason);
     ASSERT_TRUE(d.reason == Reason::kProcessed || d.reason == Reason::kDuplicate || d.reason == Reason::kLeaseLost)
         << reason_name(d.reason);
+    if (!killed && on_victim.count(m.id) != 0) ++victim_commits;
   }
   ASSERT_TRUE(queue.empty()) << queue.size() << " deliveries never got through";
   ASSERT_TRUE(killed);
@@ -106,14 +112,17 @@ TEST(RedisClusterFailover, MasterKilledMidRunReplicaPromotedNoCrashNoLostMessage
   std::cout << "[ redis    ] failover: " << delivered << " deliveries for " << kIds << " ids; store_unavailable "
             << reasons[Reason::kStoreUnavailable] << ", in_progress " << reasons[Reason::kInProgress]
             << "; handler re-runs during the run " << reruns << "; commits lost by the failover (re-run on a later "
-            << "redelivery) " << lost_commits << '\n';
+            << "redelivery) " << lost_commits << " of the " << victim_commits
+            << " the killed master had acknowledged\n";
   ::testing::Test::RecordProperty("store_unavailable", reasons[Reason::kStoreUnavailable]);
   ::testing::Test::RecordProperty("reruns", reruns);
   ::testing::Test::RecordProperty("lost_commits", lost_commits);
   EXPECT_GT(reasons[Reason::kStoreUnavailable], 0) << "the outage was seen";
-  // Duplicates come only from commits that failed or were lost around the kill: a
-  // handful, never a large share of the run.
-  EXPECT_LE(reruns + lost_commits, kIds / 10);
+  // Duplicates come only from commits the killed master acknowledged before its
+  // replica had them (asynchronous replication: how many depends on the replica's lag,
+  // which a loaded machine stretches) and from commits that failed during the outage.
+  EXPECT_LE(reruns + lost_commits, victim_commits + reasons[Reason::kStoreUnavailable])
+      << "a duplicate of an id the killed master never held";
 }
 
 }  // namespace
