@@ -138,6 +138,27 @@ TEST_F(StreamSourceTest, DeadLetterWritesTheDlqAndAcks) {
   EXPECT_EQ(f["id"], got[0].broker_id);
 }
 
+// A dead-letter stream that cannot be written (its key holds a string) fails the
+// dead letter and leaves the entry pending, never acked without its copy.
+TEST_F(StreamSourceTest, ADeadLetterThatCannotBeWrittenLeavesTheEntryPending) {
+  publish({"poison"});
+  ASSERT_TRUE(server_->command({"SET", "orders:dlq", "not a stream"}).ok());
+  auto src = open(options("c1")).value();
+  auto got = fetch(*src, 10);
+  ASSERT_EQ(got.size(), 1u);
+  const Status s = src->dead_letter(got[0], "bad_message", "not JSON");
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("WRONGTYPE"), std::string::npos) << s.to_string();
+  EXPECT_EQ(pending(), 1u) << "the entry was acked without its dead letter";
+  ASSERT_TRUE(server_->command({"DEL", "orders:dlq"}).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));  // past the lease: claimed again
+  got = fetch(*src, 10);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_GE(got[0].delivery_count, 2u);
+  ASSERT_TRUE(src->dead_letter(got[0], "bad_message", "not JSON").ok());
+  EXPECT_EQ(pending(), 0u);
+}
+
 TEST_F(StreamSourceTest, ADeadConsumersEntriesAreClaimedAfterTheLease) {
   publish({"a", "b", "c"});
   auto dead = open(options("dead")).value();
@@ -152,6 +173,25 @@ TEST_F(StreamSourceTest, ADeadConsumersEntriesAreClaimedAfterTheLease) {
     ASSERT_TRUE(alive->ack(d).ok());
   }
   EXPECT_TRUE(drained(*alive));
+}
+
+// A delivery whose handler runs past the lease stays with its consumer while the
+// runtime calls keep_alive(); once that stops, another consumer claims it.
+TEST_F(StreamSourceTest, KeepAliveHoldsADeliveryPastTheLease) {
+  publish({"slow"});
+  auto a = open(options("a")).value();
+  auto b = open(options("b")).value();
+  auto got = fetch(*a, 10);
+  ASSERT_EQ(got.size(), 1u);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(1200);  // 4 leases
+  while (std::chrono::steady_clock::now() < until) {
+    a->keep_alive();
+    EXPECT_TRUE(fetch(*b, 10, Duration(20)).empty()) << "claimed from a running handler";
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));  // no keep_alive: past the lease
+  const auto taken = fetch(*b, 10);
+  ASSERT_EQ(taken.size(), 1u);
+  EXPECT_EQ(taken[0].delivery_count, 2u) << "keep_alive does not count as a delivery";
 }
 
 TEST_F(StreamSourceTest, ARestartedConsumerOfTheSameNameGetsItsPendingEntriesFirst) {

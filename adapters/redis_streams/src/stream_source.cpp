@@ -4,6 +4,7 @@
 #include <spdlog/logger.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <random>
 
 namespace idem::redis_streams::detail {
@@ -186,7 +187,7 @@ std::size_t StreamSource::take_entries(const redisReply* entries, bool counted, 
       (void)ack_id(id);
       continue;
     }
-    if (!in_flight_.insert(id).second) continue;  // already with this runtime
+    if (!in_flight_.emplace(id, now).second) continue;  // already with this runtime
     if (!counted) forget_retry(id);               // a claimed entry may have been scheduled here
     Delivery d;
     d.broker_id = std::move(id);
@@ -267,30 +268,46 @@ void StreamSource::close() {
   conn_.reset();
 }
 
+// Every delivery in flight for a third of the lease since its receipt or its last
+// touch is claimed again by this consumer in one XCLAIM … JUSTID: its idle time starts
+// over and its delivery count stays, so no consumer of the group claims it from a
+// handler that is still running. A failed XCLAIM leaves it to the lease, as without.
+void StreamSource::keep_alive() {
+  const TimePoint now = clock_->now();
+  if (in_flight_.empty() || now < next_touch_) return;
+  const Duration every = std::max(Duration(10), o_.lease / 3);
+  next_touch_ = now + every / 4;
+  std::vector<std::string> argv{"XCLAIM", o_.stream, o_.group, o_.consumer, "0"};
+  for (auto& [id, touched] : in_flight_) {
+    if (touched + every > now) continue;
+    argv.push_back(id);
+    touched = now;
+  }
+  if (argv.size() == 5) return;
+  argv.push_back("JUSTID");
+  (void)call(argv);
+}
+
 Status StreamSource::retry(const Delivery& d, Duration delay) {
   in_flight_.erase(d.broker_id);
   retries_.emplace(clock_->now() + delay, Retry{d.broker_id, delay});
   return ok_status();
 }
 
+// XADD to the dead-letter stream, then XACK, in one script: atomic like MULTI/EXEC,
+// but a failed XADD (the key holds another type, the server is out of memory) stops
+// the script before the XACK, where MULTI/EXEC would run the XACK anyway and lose the
+// message. KEYS: stream, dead-letter stream; ARGV: group, id, body, reason, detail.
+constexpr const char* kDeadLetterScript =
+    "redis.call('XADD', KEYS[2], '*', 'body', ARGV[3], 'reason', ARGV[4], 'detail', ARGV[5], 'id', ARGV[2]) "
+    "return redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])";
+
 Status StreamSource::dead_letter(const Delivery& d, std::string_view reason, std::string_view detail) {
   in_flight_.erase(d.broker_id);
-  if (!conn_ || conn_->broken()) {
-    conn_.reset();
-    if (Status s = connect(); !s.ok()) return s;
-  }
-  auto replies = conn_->pipeline({{"MULTI"},
-                                  {"XADD", o_.dead_letter_stream, "*", "body", d.body, "reason", std::string(reason),
-                                   "detail", std::string(detail), "id", d.broker_id},
-                                  {"XACK", o_.stream, o_.group, d.broker_id},
-                                  {"EXEC"}},
-                                 o_.command_timeout);
-  if (!replies.ok()) return replies.status();
-  const redisReply* exec = replies->back().get();
-  if (!is_array(exec) || exec->elements != 2) return from_error("dead-letter MULTI/EXEC", exec);
-  for (std::size_t i = 0; i < 2; ++i) {
-    if (!error_text(exec->element[i]).empty()) return from_error("dead-letter XADD/XACK", exec->element[i]);
-  }
+  auto r = call({"EVAL", kDeadLetterScript, "2", o_.stream, o_.dead_letter_stream, o_.group, d.broker_id, d.body,
+                 std::string(reason), std::string(detail)});
+  if (!r.ok()) return r.status();
+  if (!error_text(r->get()).empty()) return from_error("dead-letter XADD and XACK", r->get());
   return ok_status();
 }
 

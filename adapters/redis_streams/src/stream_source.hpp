@@ -5,7 +5,7 @@
 #include <map>
 #include <memory>
 #include <string>
-#include <unordered_set>
+#include <unordered_map>
 #include <vector>
 
 #include "connection.hpp"
@@ -25,6 +25,8 @@ class StreamSource final : public MessageSource {
   Status retry(const Delivery& d, Duration delay) override;
   Status dead_letter(const Delivery& d, std::string_view reason, std::string_view detail) override;
   void hold(const Delivery& d) override { in_flight_.erase(d.broker_id); }
+  // Claims again what has been in flight for a third of the lease (XCLAIM … JUSTID).
+  void keep_alive() override;
   // Sends the acks collected since the last flush as one XACK.
   Status flush() override;
   StatusOr<bool> drained() override;
@@ -62,7 +64,8 @@ class StreamSource final : public MessageSource {
   std::string history_cursor_ = "0";
   std::string autoclaim_cursor_ = "0-0";
   TimePoint next_autoclaim_{};
-  std::unordered_set<std::string> in_flight_;  // fetched, not settled
+  std::unordered_map<std::string, TimePoint> in_flight_;  // fetched, not settled: when last claimed
+  TimePoint next_touch_{};                                // keep_alive() looks again then
   std::vector<std::string> acks_;              // acked, not yet sent (see ack())
   std::multimap<TimePoint, Retry> retries_;    // due time → entry to take again
 };

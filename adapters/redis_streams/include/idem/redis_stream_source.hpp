@@ -6,10 +6,13 @@
 //   retry(d)     the entry stays pending; after d this consumer takes it again with
 //                XCLAIM (its delivery count grows). If this consumer dies first, any
 //                consumer of the group claims it once it has been idle for `lease`.
-//   dead_letter  XADD <stream>:dlq body reason detail id, and XACK, in one MULTI/EXEC
+//   dead_letter  XADD <stream>:dlq body reason detail id, then XACK, in one script
+//                (atomic; a failed XADD leaves the entry pending, never acked)
 //   hold         nothing: the entry stays pending until claimed after `lease`
 // Entries pending on any consumer of the group for longer than `lease` (a consumer
 // that died, or was stopped) are claimed with XAUTOCLAIM, so nothing is left behind.
+// While a delivery is in flight here, keep_alive() claims it again every third of the
+// lease (XCLAIM … JUSTID), so a handler slower than the lease keeps its entry.
 // The delivery count comes from the group's pending entries list.
 //
 // Standalone Redis (5.0 or later; XAUTOCLAIM needs 6.2): the stream and its dead-letter
