@@ -32,7 +32,10 @@ Decision Pipeline::answer_existing(const ClaimResult& c) const {
     case ClaimStatus::kCompleted: {
       Decision d = Decision::ack(Reason::kDuplicate);
       d.result = c.result;
-      if (c.dead_lettered) d.detail = "dead-lettered before";
+      if (c.dead_lettered) {
+        d.detail = "dead-lettered before";
+        d.dead_lettered = true;
+      }
       return d;
     }
     case ClaimStatus::kInProgress: {

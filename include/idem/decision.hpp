@@ -59,6 +59,10 @@ struct Decision {
   Duration delay{0};                  // for kRetry: redeliver no sooner than this
   std::optional<std::string> result;  // the stored result (processed or duplicate)
   std::string detail;                 // human-readable context, empty when obvious
+  // kDuplicate only: the id's record is a dead letter ("dead-lettered before"). The
+  // runtime forwards such a delivery to the dead-letter destination again instead of
+  // acking it, since the store records a dead letter before the broker holds it.
+  bool dead_lettered = false;
 
   static Decision ack(Reason r) { return {Action::kAck, r, Duration{0}, std::nullopt, {}}; }
   static Decision retry(Reason r, Duration delay) { return {Action::kRetry, r, delay, std::nullopt, {}}; }

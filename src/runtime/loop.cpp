@@ -298,8 +298,13 @@ void Loop::Impl::apply_finished() {
 }
 
 // Applies the decision, or parks a failure-path action that finds no token (it keeps
-// its in-flight slot, so fetching slows down with it).
+// its in-flight slot, so fetching slows down with it). A copy of a dead-lettered
+// message is forwarded to the dead-letter destination again rather than acked: the
+// store records a dead letter before the broker holds it, so this may be the delivery
+// whose forward a crash cut off. The destination holds it once or more, never zero.
 void Loop::Impl::apply(std::unique_ptr<WorkItem> item) {
+  if (item->decision.dead_lettered && item->decision.action == Action::kAck)
+    item->decision.action = Action::kDeadLetter;
   const Action a = item->decision.action;
   const bool failure_path = a == Action::kRetry || a == Action::kDeadLetter;
   if (failure_path && !(throttled.empty() && throttle.try_take(clock->now()))) {

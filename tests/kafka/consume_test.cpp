@@ -11,6 +11,7 @@
 
 #include "support/consume_broker.hpp"
 #include "support/consume_kills.hpp"
+#include "support/dead_letter_crash.hpp"
 #include "support/kafka_server.hpp"
 #include "support/temp_dir.hpp"
 
@@ -60,6 +61,13 @@ TEST(KafkaConsume, TheBrokerRestartedUnderARunningConsumerLosesNothing) {
     ASSERT_TRUE(server.start_node(1).ok());
   };
   consume_kills::run_kill_test(broker, Mode{"strict", true, "1"}, o);
+}
+
+// Killed between a dead letter's record in the store and its forward to the broker
+// (support/dead_letter_crash.hpp): none lost.
+TEST(KafkaConsume, NoDeadLetterLostWhenKilledBetweenStoreAndBroker) {
+  KafkaBroker broker(KafkaServer::shared());
+  consume_kills::run_dead_letter_crash_test(broker, {.name = "kafka", .topic = fresh("poison")});
 }
 
 TEST(KafkaConsume, UnreachableBrokerIsOneLineAndNonZero) {

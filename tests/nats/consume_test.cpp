@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "support/consume_kills.hpp"
+#include "support/dead_letter_crash.hpp"
 #include "support/nats_server.hpp"
 #include "support/temp_dir.hpp"
 
@@ -68,6 +69,15 @@ TEST_P(IdemConsumeKills, SurviveRandomKillsWithEveryEffectExactlyOnce) {
 INSTANTIATE_TEST_SUITE_P(Modes, IdemConsumeKills,
                          ::testing::Values(Mode{"strict", true, "1"}, Mode{"batches", false, "32"}),
                          [](const ::testing::TestParamInfo<Mode>& i) { return std::string(i.param.name); });
+
+// Killed between a dead letter's record in the store and its forward to the broker
+// (support/dead_letter_crash.hpp): none lost.
+TEST(IdemConsumeCrashPoints, NoDeadLetterLostWhenKilledBetweenStoreAndBroker) {
+  auto server = NatsServer::start();
+  ASSERT_TRUE(server.ok()) << server.status().to_string();
+  JetStreamBroker broker(**server);
+  consume_kills::run_dead_letter_crash_test(broker, {.name = "nats", .topic = "poison"});
+}
 
 // The server is killed and restarted (same port, same store) while idem consume runs:
 // the consumer reconnects, takes what was published after the restart, and every

@@ -11,6 +11,7 @@
 
 #include "support/consume_broker.hpp"
 #include "support/consume_kills.hpp"
+#include "support/dead_letter_crash.hpp"
 #include "support/pulsar_server.hpp"
 #include "support/temp_dir.hpp"
 
@@ -68,6 +69,13 @@ TEST(PulsarConsume, TheBrokerRestartedUnderARunningConsumerLosesNothing) {
     }
   };
   consume_kills::run_kill_test(broker, Mode{"strict", true, "1"}, o);
+}
+
+// Killed between a dead letter's record in the store and its forward to the broker
+// (support/dead_letter_crash.hpp): none lost.
+TEST(PulsarConsume, NoDeadLetterLostWhenKilledBetweenStoreAndBroker) {
+  PulsarBroker broker(PulsarServer::shared());
+  consume_kills::run_dead_letter_crash_test(broker, {.name = "pulsar", .topic = fresh("poison")});
 }
 
 TEST(PulsarConsume, UnreachableBrokerIsOneLineAndNonZero) {

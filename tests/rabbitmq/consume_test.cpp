@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "support/consume_kills.hpp"
+#include "support/dead_letter_crash.hpp"
 #include "support/rabbitmq_server.hpp"
 #include "support/temp_dir.hpp"
 
@@ -81,6 +82,13 @@ TEST_P(IdemConsumeKills, SurviveRandomKillsWithEveryEffectExactlyOnce) {
 INSTANTIATE_TEST_SUITE_P(Modes, IdemConsumeKills,
                          ::testing::Values(Mode{"strict", true, "1"}, Mode{"batches", false, "32"}),
                          [](const ::testing::TestParamInfo<Mode>& i) { return std::string(i.param.name); });
+
+// Killed between a dead letter's record in the store and its forward to the broker
+// (support/dead_letter_crash.hpp): none lost.
+TEST(IdemConsumeCrashPoints, NoDeadLetterLostWhenKilledBetweenStoreAndBroker) {
+  QueueBroker broker(RabbitServer::shared());
+  consume_kills::run_dead_letter_crash_test(broker, {.name = "rabbitmq", .topic = "poison"});
+}
 
 TEST(IdemConsume, ExhaustedRetriesGoToTheDeadLetterQueue) {
   const RabbitServer& server = RabbitServer::shared();

@@ -19,6 +19,7 @@
 
 #include "redis_streams/stream_broker.hpp"
 #include "support/consume_kills.hpp"
+#include "support/dead_letter_crash.hpp"
 #include "support/redis_server.hpp"
 #include "support/temp_dir.hpp"
 #ifdef IDEM_TESTS_WITH_POSTGRES
@@ -50,6 +51,15 @@ TEST_P(IdemConsumeKills, SurviveRandomKillsWithEveryEffectExactlyOnce) {
 INSTANTIATE_TEST_SUITE_P(Modes, IdemConsumeKills,
                          ::testing::Values(Mode{"strict", true, "1"}, Mode{"batches", false, "32"}),
                          [](const ::testing::TestParamInfo<Mode>& i) { return std::string(i.param.name); });
+
+// Killed between a dead letter's record in the store and its forward to the broker
+// (support/dead_letter_crash.hpp): none lost.
+TEST(IdemConsumeCrashPoints, NoDeadLetterLostWhenKilledBetweenStoreAndBroker) {
+  auto server = RedisServer::start({});
+  ASSERT_TRUE(server.ok()) << server.status().to_string();
+  StreamBroker broker(**server);
+  consume_kills::run_dead_letter_crash_test(broker, {.name = "redis_streams"});
+}
 
 // The outbox end to end: each message's "publish" field names one or two outgoing
 // messages to the stream "out"; the consumer is SIGKILLed at random (between commits

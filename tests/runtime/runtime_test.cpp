@@ -155,6 +155,31 @@ TEST(Runtime, ThrottlesTheFailurePath) {
   for (const std::string& r : source.dead_reasons()) EXPECT_EQ(r, "retries_exhausted");
 }
 
+// The store records a dead letter before the broker holds it, so a copy of a
+// dead-lettered message (here the broker's redelivery after a forward that never
+// happened) is forwarded again, not acked: the destination misses none.
+TEST(Runtime, ForwardsACopyOfADeadLetteredMessageAgain) {
+  FakeSource source;
+  source.push(body(7, "", 0));
+  source.push(body(7, "", 0));
+  source.push(body(8, "", 0));
+  ConsumerOptions co = consumer_options();
+  co.max_retries = 0;
+  std::atomic<int> runs{0};
+  auto consumer = Consumer<Msg>::create(co, extractors(), [&](const Msg& m, HandlerContext&) {
+    ++runs;
+    return m.id == "m7" ? HandlerResult::fail("poison") : HandlerResult::ok();
+  });
+  RuntimeOptions ro;
+  ro.workers = 1;
+  ro.idle_exit = Duration(20);
+  auto rt = Runtime<Msg>::create(ro, source, *consumer, decode).value();
+  ASSERT_TRUE(rt->run().ok());
+  EXPECT_EQ(source.dead_reasons(), (std::vector<std::string>{"retries_exhausted", "duplicate"}));
+  EXPECT_EQ(source.count("ack"), 1u);
+  EXPECT_EQ(runs.load(), 2) << "the copy never reaches the handler";
+}
+
 TEST(Runtime, StopFinishesRunningWorkAndHoldsTheRest) {
   FakeSource source;
   for (int i = 0; i < 200; ++i) source.push(body(i, "k" + std::to_string(i % 2), i / 2));

@@ -101,9 +101,7 @@ int run_consume(const ConsumeArgs& a) {
   enable_outbox(*settings, o);
   const std::shared_ptr<Store> store = o.store;
   auto handler = std::make_shared<ConsumeHandler>(effects, std::cout, pg_table);
-  o.on_buffered = [handler](const BufferedOutcome& b) {
-    if (b.decision.reason == Reason::kProcessed) handler->committed(b.id);
-  };
+  o.on_buffered = [handler](const BufferedOutcome& b) { handler->buffered(b); };
   auto consumer =
       Consumer<TraceLine>::create(std::move(o), trace_extractors(),
                                   [handler](const TraceLine& m, HandlerContext& ctx) { return (*handler)(m, ctx); });
@@ -142,6 +140,13 @@ void add_consume_command(CLI::App& app, Runner& selected) {
       ->capture_default_str();
   cmd->add_option("--max-messages", a->max_messages, "Exit 0 after deciding this many deliveries (0: no limit)")
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 62))
+      ->capture_default_str();
+  cmd->add_option("--failure-actions-per-second", a->failure_actions_per_second,
+                  "Retries and dead letters sent to the broker per second at most (a poison storm waits)")
+      ->check(CLI::Range(0.001, 1e9))
+      ->capture_default_str();
+  cmd->add_option("--failure-burst", a->failure_burst, "Retries and dead letters sent at once before that rate applies")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1'000'000}))
       ->capture_default_str();
   add_sidecar_flags(cmd, &a->sidecar);
 #ifdef IDEM_TOOL_WITH_YAML

@@ -171,6 +171,27 @@ void ConsumeHandler::decided(const std::string& broker_id, const std::optional<s
   out_ << line << '\n';
 }
 
+void ConsumeHandler::buffered(const BufferedOutcome& b) {
+  if (b.decision.reason == Reason::kProcessed) return committed(b.id);
+  if (b.decision.action != Action::kDeadLetter) return;
+  const std::string line = buffered_line(b, b.message);
+  std::lock_guard lock(mu_);
+  out_ << line << '\n';
+}
+
+std::string buffered_line(const BufferedOutcome& b, const std::optional<std::string>& body) {
+  nlohmann::ordered_json j;
+  j["type"] = "buffered";
+  j["id"] = b.id;
+  j["key"] = b.key;
+  j["version"] = b.version;
+  j["action"] = action_name(b.decision.action);
+  j["reason"] = reason_name(b.decision.reason);
+  if (!b.decision.detail.empty()) j["detail"] = b.decision.detail;
+  if (body) j["body"] = *body;
+  return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+}
+
 std::string decision_line(const std::string& broker_id, const std::optional<std::string>& id, const Decision& d) {
   nlohmann::ordered_json j;
   j["type"] = "decision";

@@ -15,6 +15,7 @@
 
 #include "idem/decision.hpp"
 #include "idem/handler.hpp"
+#include "idem/ordering.hpp"
 #include "idem/status.hpp"
 #include "replay_output.hpp"
 #include "trace_line.hpp"
@@ -45,6 +46,12 @@ Status create_postgres_effects_table(const std::string& uri, std::string* table)
 // result, given to a duplicate too)}.
 std::string decision_line(const std::string& broker_id, const std::optional<std::string>& id, const Decision& d);
 
+// The line of a message that left the reorder buffer other than processed:
+// {"type":"buffered","id":…,"key":…,"version":…,"action":…,"reason":…,"detail":…,
+// "body":… (when dead-lettered: it was acked when buffered, so this line is the
+// operator's record of it)}.
+std::string buffered_line(const BufferedOutcome& b, const std::optional<std::string>& body);
+
 class ConsumeHandler {
  public:
   // postgres_table: the qualified name of idem_effects when `where` is kPostgres.
@@ -58,6 +65,9 @@ class ConsumeHandler {
   // Prints the decision line of one delivery, {"type":"decision","delivery":…,"id":…,…},
   // after its effect line when it was processed.
   void decided(const std::string& broker_id, const std::optional<std::string>& id, const Decision& d);
+  // A buffered message's outcome (ConsumerOptions::on_buffered): its effect when
+  // processed, its buffered_line() when dead-lettered.
+  void buffered(const BufferedOutcome& b);
 
  private:
   Status insert_effect(const TraceLine& m, HandlerContext& ctx);

@@ -50,6 +50,8 @@ RuntimeOptions runtime_options(const ConsumeArgs& a) {
   ro.batch = static_cast<std::size_t>(a.batch);
   ro.idle_exit = Duration(a.idle_exit_ms);
   ro.max_messages = static_cast<std::uint64_t>(a.max_messages);
+  ro.failure_actions_per_second = a.failure_actions_per_second;
+  ro.failure_burst = static_cast<std::size_t>(a.failure_burst);
   return ro;
 }
 

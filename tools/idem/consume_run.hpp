@@ -32,6 +32,8 @@ struct ConsumeArgs {
   std::int64_t batch = 1;
   std::int64_t idle_exit_ms = 0;
   std::int64_t max_messages = 0;
+  double failure_actions_per_second = 1000;  // RuntimeOptions' failure-path throttle
+  std::int64_t failure_burst = 100;
 };
 
 // Writes "idem consume: <message>" to stderr; returns code.

@@ -28,20 +28,14 @@ namespace {
 // One line per message that left the reorder buffer, with its body when it did not
 // run (dead-lettered by the gap policy or its retries): the operator's record of it.
 void print_buffered_outcome(const BufferedOutcome& b, std::mutex& mu) {
-  nlohmann::ordered_json j;
-  j["type"] = "buffered";
-  j["id"] = b.id;
-  j["key"] = b.key;
-  j["version"] = b.version;
-  j["action"] = action_name(b.decision.action);
-  j["reason"] = reason_name(b.decision.reason);
-  if (!b.decision.detail.empty()) j["detail"] = b.decision.detail;
+  std::optional<std::string> body;
   if (b.decision.action == Action::kDeadLetter) {
     auto parts = decode_headers(b.message);
-    if (parts && !parts->empty()) j["body"] = (*parts)[0].second;
+    if (parts && !parts->empty()) body = (*parts)[0].second;
   }
+  const std::string line = buffered_line(b, body);
   std::lock_guard lock(mu);
-  std::cout << j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << '\n';
+  std::cout << line << '\n';
 }
 
 // A line on stderr every second while stderr is a terminal: rates and gauges.
