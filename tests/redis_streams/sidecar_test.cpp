@@ -53,6 +53,30 @@ TEST_F(ExecSidecar, AChildThatDiesIsReplacedAndItsMessageRetried) {  publish({R"
   EXPECT_EQ(calls(handler_->log()).at("c-1"), (std::vector<int>{1, 2}));
 }
 
+// A handler three times slower than the lease, two consumers of the group: the
+// source's keep_alive() claims each entry again while it runs, so the other consumer
+// never takes it. Each message is called once, and no copy meets a lease (in_progress).
+TEST_F(ExecSidecar, AHandlerSlowerThanTheLeaseRunsOnceAcrossTwoConsumers) {
+  publish({R"({"id":"s-1","sleep_ms":3000})", R"({"id":"s-2","sleep_ms":3000})"});
+  // b looks for entries to claim every 50 ms, a never again after its start.
+  auto start = [&](const std::string& out, const std::string& claim_every) {
+    return spawn_idem({"consume", "--source", stream() + "?group=g&claim_every_ms=" + claim_every, "--store",
+                       "sqlite:" + dir_.sub("db") + "?leases=shared", "--handler", handler_->spec(), "--workers", "1",
+                       "--lease-ms", "1000", "--handler-timeout-ms", "10000", "--idle-exit-ms", "2500"},
+                      out);
+  };
+  const pid_t a = start(dir_.sub("a.log"), "600000");
+  std::this_thread::sleep_for(500ms);  // a has fetched both
+  const pid_t b = start(dir_.sub("b.log"), "50");
+  EXPECT_EQ(wait_exit(a, 60s), 0) << read_text(dir_.sub("a.log"));
+  EXPECT_EQ(wait_exit(b, 60s), 0) << read_text(dir_.sub("b.log"));
+  const auto c = calls(handler_->log());
+  EXPECT_EQ(c.at("s-1"), std::vector<int>{1});
+  EXPECT_EQ(c.at("s-2"), std::vector<int>{1});
+  const std::string logs = read_text(dir_.sub("a.log")) + "--- b\n" + read_text(dir_.sub("b.log"));
+  EXPECT_FALSE(has(logs, "in_progress")) << logs;
+}
+
 // A body that is not UTF-8 (so not JSON) reaches an exec: handler as body_base64,
 // its id taken from the broker.
 TEST_F(ExecSidecar, ABodyThatIsNotUtf8GoesAsBase64) {
