@@ -4,6 +4,7 @@
 // cadence, the outbox's dispatch, and the counting of each decision.
 #include "pipeline.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 
@@ -146,6 +147,11 @@ void Pipeline::note_commit() {
   impl_.commits.store(0, std::memory_order_relaxed);
   auto r = clock_.timed_store([&] { return impl_.store->purge_expired(clock_.last(), o_.purge_batch); });
   if (!r.ok()) log_warn(impl_.log, "idem: purge of expired records failed: {}", r.status().to_string());
+  // A full batch means more may wait (left by a process that was killed, or by counts
+  // lost to races): the next purge comes after an eighth of the interval, until one
+  // removes less than a batch, so the expired backlog drains instead of lingering.
+  if (r.ok() && *r >= o_.purge_batch)
+    impl_.commits.store(o_.purge_every - std::max<std::size_t>(1, o_.purge_every / 8), std::memory_order_relaxed);
 }
 
 void Pipeline::finish(const MessageView& m, const Decision& d, std::optional<TimePoint> handler_start) {

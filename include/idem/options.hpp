@@ -93,7 +93,9 @@ struct ConsumerOptions {
   // expired records go in small bounded steps (commits that race on several threads
   // may count as one, which delays a purge a little). 0 disables; default every 1000.
   // Keep purge_batch >= purge_every: a store whose records expire as fast as they
-  // arrive needs that many removals per step to stay bounded. Default 1024.
+  // arrive needs that many removals per step to stay bounded. A purge that removes a
+  // whole batch brings the next one forward to an eighth of the interval, until the
+  // backlog is gone. Default 1024.
   std::size_t purge_every = 1000;
   std::size_t purge_batch = 1024;
 

@@ -1,11 +1,13 @@
 // The SQLite store's rotating purge: bounded work per call, every expired record gone
-// after at most one sweep, live records kept, and files carrying the old expiry index.
+// after at most one sweep, live records kept, files carrying the old expiry index, and
+// the consumer's purge cadence catching up with a backlog.
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <string>
 #include <vector>
 
+#include "idem/consumer.hpp"
 #include "sqlite_test_util.hpp"
 
 namespace idem::sqlite::testing {
@@ -177,6 +179,36 @@ TEST(SqliteSchema, AFileWithTheOldExpiryIndexOpensAndLosesTheIndex) {
   EXPECT_EQ(raw_query(path, "SELECT count(*) FROM sqlite_master WHERE name = 'idem_records_expires'"), "0");
   EXPECT_EQ(raw_query(path, "SELECT count(*) FROM sqlite_master WHERE name = 'user_t_x'"), "1");
   EXPECT_EQ(raw_query(path, "SELECT value FROM idem_meta WHERE key = 'schema_version'"), std::to_string(kSchemaVersion));
+}
+
+
+// Through a consumer (the cadence is the engine's; SQLite's purge removes a whole
+// batch whenever that many have expired): a purge that removes a whole batch brings the next one forward
+// (an eighth of purge_every), so a backlog of expired records, such as a killed
+// consumer leaves behind, drains in a few intervals rather than at one batch per
+// interval, which is only as fast as records expire.
+TEST(SqlitePurgeCadence, AFullPurgeBringsTheNextForwardUntilTheBacklogIsGone) {
+  TempDir dir;
+  std::shared_ptr<Store> store = open_ok(options_for(dir.file("idem.db")));
+  auto clock = std::make_shared<ManualClock>();
+  ConsumerOptions co;
+  co.store = store;
+  co.clock = clock;
+  co.ttl = Duration(1000);
+  co.purge_every = 80;
+  co.purge_batch = 80;
+  Extractors<std::string> x;
+  x.id = [](const std::string& m) { return std::optional<std::string_view>(m); };
+  auto c = Consumer<std::string>::create(co, x, [](const std::string&, HandlerContext&) { return HandlerResult::ok(); });
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  for (int i = 0; i < 800; ++i) ASSERT_EQ(c->process(numbered("old-", i)).reason, Reason::kProcessed);
+  clock->advance(Duration(2000));  // all 800 expired, none purged yet
+  auto expired = [&] { return store->admin()->count_records(clock->now()).value().expired; };
+  ASSERT_EQ(expired(), 800u);
+  // One batch per interval would leave 800 - 3 * 80 after 240 commits; brought
+  // forward, the purges after 80, 90, 100, … commits take all of it.
+  for (int i = 0; i < 240; ++i) ASSERT_EQ(c->process(numbered("new-", i)).reason, Reason::kProcessed);
+  EXPECT_EQ(expired(), 0u);
 }
 
 }  // namespace
