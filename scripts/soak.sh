@@ -4,31 +4,32 @@
 # store stays bounded by the TTL.
 #
 #   scripts/soak.sh --minutes N [--broker redis|nats|rabbitmq|kafka|pulsar] [--idem PATH]
-#                   [--rate MSGS_PER_S] [--ttl-ms MS] [--kill-every S] [--out DIR]
+#                   [--rate MSGS_PER_S] [--ttl-ms MS] [--kill-every S] [--warmup S] [--out DIR]
 #
 # Starts its own broker with scripts/broker.sh (default: Redis Streams), publishes
 # --rate messages a second (default 200; one in ten a copy of an earlier one), runs
 # `idem consume` on a SQLite store with --ttl-ms (default 60000) as a sidecar in front
 # of a shell loop that answers ok (so the database holds idem's records alone), and
-# kills it with SIGKILL at random, about every --kill-every seconds (default 45),
+# kills it with SIGKILL at random, about every --kill-every seconds (default 300),
 # starting it again at once. Every 5 s it samples the consumer: RSS, open
 # descriptors, threads, messages decided per second, the records the store holds
 # (`idem inspect`: live, and expired not yet purged) and the database file's size.
 # Writes OUT/soak-BROKER.tsv and, when gnuplot is installed, draws OUT/soak-BROKER.svg
-# (OUT defaults to docs/perf). Then checks, over the samples taken at least 30 s after
-# their process started and once the TTL has passed: RSS and descriptors within 5% of
-# their lowest value (descriptors: or 2), and the store's records at most what the TTL
-# keeps plus 15 s of purge lag (rate × (TTL + 15 s); a purge runs every 1000 commits).
-# Prints one SOAK line and exits 0 when all hold, 1 otherwise, 2 on bad usage.
+# (OUT defaults to docs/perf). Then checks, over the samples taken at least --warmup
+# seconds after their process started (default 120: SQLite's page cache has grown to
+# the records' steady state by then) and once the TTL has passed: RSS and descriptors
+# within 5% of their lowest value (descriptors: or 2), and the store's records at
+# most what the TTL keeps plus 15 s of purge lag (rate × (TTL + 15 s)). Prints one
+# SOAK line and exits 0 when all hold, 1 otherwise, 2 on bad usage.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-minutes="" broker=redis idem="$root/build/release/tools/idem/idem" rate=200 ttl_ms=60000 kill_every=45
+minutes="" broker=redis idem="$root/build/release/tools/idem/idem" rate=200 ttl_ms=60000 kill_every=300
 out="$root/docs/perf"
-warmup=30
+warmup=120
 
 usage() {
-  sed -n '2,22p' "$0" >&2
+  sed -n '2,23p' "$0" >&2
   exit 2
 }
 
@@ -40,13 +41,14 @@ while (($#)); do
     --rate) rate=$2 ;;
     --ttl-ms) ttl_ms=$2 ;;
     --kill-every) kill_every=$2 ;;
+    --warmup) warmup=$2 ;;
     --out) out=$2 ;;
     *) usage ;;
   esac
   shift 2 || usage
 done
 [[ $minutes =~ ^[0-9]+$ && $minutes -gt 0 && $rate =~ ^[0-9]+$ && $rate -gt 0 ]] || usage
-[[ $ttl_ms =~ ^[0-9]+$ && $kill_every =~ ^[0-9]+$ && $kill_every -gt 0 ]] || usage
+[[ $ttl_ms =~ ^[0-9]+$ && $kill_every =~ ^[0-9]+$ && $kill_every -gt 0 && $warmup =~ ^[0-9]+$ ]] || usage
 [[ -x $idem ]] || { echo "soak.sh: no idem at $idem (build it, or pass --idem)" >&2; exit 2; }
 chart=1
 command -v gnuplot >/dev/null || { echo "soak.sh: gnuplot not found, so no chart (apt-get install gnuplot-nox)" >&2; chart=0; }

@@ -33,7 +33,7 @@ run_suite release "" "" -DIDEM_BUILD_EXAMPLES=ON
 # descriptors and the store's records stay flat under a steady rate and SIGKILLs.
 soak_start=$SECONDS
 echo "== idem tests: soak (2 min) =="
-"$IDEM_ROOT/scripts/soak.sh" --minutes 2 --ttl-ms 20000 --kill-every 40 --out "$IDEM_ROOT/build/soak"
+"$IDEM_ROOT/scripts/soak.sh" --minutes 2 --ttl-ms 20000 --kill-every 40 --warmup 30 --out "$IDEM_ROOT/build/soak"
 echo "== idem tests: soak passed in $((SECONDS - soak_start)) s =="
 if [[ "${IDEM_TEST_SANITIZERS:-1}" != 0 ]]; then
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
