@@ -19,8 +19,9 @@
 # seconds after their process started (default 120: SQLite's page cache has grown to
 # the records' steady state by then) and once the TTL has passed: RSS and descriptors
 # within 5% of their lowest value (descriptors: or 2), and the store's records at
-# most what the TTL keeps plus 15 s of purge lag (rate × (TTL + 15 s)). Prints one
-# SOAK line and exits 0 when all hold, 1 otherwise, 2 on bad usage.
+# most what the TTL keeps plus 30 s of purge lag (rate × (TTL + 30 s); a purge runs
+# every 1000 commits, and a restarted consumer catches up on what its predecessor
+# left). Prints one SOAK line and exits 0 when all hold, 1 otherwise, 2 on bad usage.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -29,7 +30,7 @@ out="$root/docs/perf"
 warmup=120
 
 usage() {
-  sed -n '2,23p' "$0" >&2
+  sed -n '2,24p' "$0" >&2
   exit 2
 }
 
@@ -157,7 +158,7 @@ EOF
 # Checks the samples; prints the SOAK line; returns 0 when all hold.
 check() {
   awk -F'\t' -v warmup="$warmup" -v ttl="$((ttl_ms / 1000))" -v broker="$broker" -v minutes="$minutes" \
-    -v keep="$((rate * (ttl_ms / 1000 + 15)))" '
+    -v keep="$((rate * (ttl_ms / 1000 + 30)))" '
     $8 >= warmup && $1 >= warmup + ttl && $2 > 0 {
       if (!n++) { rmin = rmax = $2; fmin = fmax = $3 }
       rmin = $2 < rmin ? $2 : rmin; rmax = $2 > rmax ? $2 : rmax
