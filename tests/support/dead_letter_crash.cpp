@@ -62,9 +62,10 @@ long long wait_for_recorded(const std::string& db_path) {
 
 std::vector<std::string> consume_args(Broker& broker, const CrashPointOptions& o, const std::string& db,
                                       bool throttled) {
-  std::vector<std::string> a{"consume",      "--source",    broker.source_uri(o.topic, o.group),
-                             "--store",      "sqlite:" + db + "?leases=shared", "--max-retries", "0", "--workers", "2",
-                             "--lease-ms",   o.lease_ms,    "--backoff-ms",  "20"};
+  std::vector<std::string> a{"consume",       "--source",  broker.source_uri(o.topic, o.group),
+                             "--store",       "sqlite:" + db + "?leases=shared",
+                             "--max-retries", "0",         "--workers", "2",
+                             "--lease-ms",    o.lease_ms,  "--backoff-ms", "20"};
   if (throttled) {
     a.insert(a.end(), {"--failure-actions-per-second", std::to_string(kThrottleRate), "--failure-burst", "1"});
   } else {
@@ -115,8 +116,7 @@ void run_dead_letter_crash_test(Broker& broker, const CrashPointOptions& o) {
   for (const std::string& b : poison_bodies) lost += dead.count(b) == 0 ? 1 : 0;
   const std::size_t copies = dead.size() - (poison_bodies.size() - static_cast<std::size_t>(lost));
   std::cout << "CRASHPOINT dead_letter broker=" << o.name << " poisoned=" << kPoisoned << " recorded=" << recorded
-            << " in_window_at_least=" << in_window << " copies=" << copies
-            << " lost=" << lost << std::endl;
+            << " in_window_at_least=" << in_window << " copies=" << copies << " lost=" << lost << std::endl;
   EXPECT_EQ(lost, 0) << "dead letters that never reached the dead-letter destination";
   for (const std::string& b : dead) EXPECT_EQ(poison_bodies.count(b), 1u) << "not a poisoned message: " << b;
 
