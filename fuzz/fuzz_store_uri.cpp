@@ -44,9 +44,10 @@ std::size_t count(std::string_view text, std::string_view what) {
 }
 
 // True iff `password` is written once in uri, and there inside the user part (after
-// "//" and before the last '@' or "%40" ahead of the query) or as the whole value of
-// a parameter whose name holds "password", "secret" or "token". Elsewhere (a host, a path, another parameter that happens
-// to hold the same bytes) it is not a secret.
+// "//", after the user name's ':' if any, and before the last '@' or "%40" ahead of
+// the query) or as the whole value of a parameter whose name holds "password",
+// "secret" or "token". Elsewhere (a host, a path, a user name, another parameter that
+// happens to hold the same bytes) it is not a secret.
 bool written_once_as_password(std::string_view uri, const std::string& password) {
   if (count(uri, password) != 1) return false;
   const std::size_t q = uri.find('?');
@@ -63,8 +64,12 @@ bool written_once_as_password(std::string_view uri, const std::string& password)
   std::size_t at = head.rfind('@');
   const std::size_t pct = head.rfind("%40");
   if (pct != std::string_view::npos && (at == std::string_view::npos || pct > at)) at = pct;
-  return slashes != std::string_view::npos && at != std::string_view::npos && p >= slashes + 2 &&
-         p + password.size() <= at;
+  if (slashes == std::string_view::npos || at == std::string_view::npos || p < slashes + 2 ||
+      p + password.size() > at)
+    return false;
+  // After the user name, when there is one: a user name may spell the decoded password.
+  const std::size_t colon = head.find(':', slashes + 2);
+  return colon >= at || p > colon;
 }
 
 // A password the parsers took from uri must not be printed by redact_uri(uri), nor by
