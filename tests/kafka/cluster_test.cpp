@@ -49,10 +49,6 @@ TEST(KafkaCluster, TheLeaderKilledTwiceMidRunLosesNothing) {
   KafkaServer& c = cluster();
   KafkaBroker broker(c, kTopics);
   consume_kills::KillOptions o = options("leaders", 2, 8);
-  // The consumers that end the run wait 5 s idle before exiting rather than 1.5 s, so
-  // that the restarted leader's offsets and high watermarks have settled when
-  // drained() reads them. The checks are the same; only the wait is longer.
-  o.idle_exit_ms = "5000";
   int down = -1;
   int killed = 0;
   o.after_kill = [&](int round) {

@@ -330,6 +330,76 @@ TEST(KafkaSource, ARebalanceSettlesAndCommitsTheRevokedPartitionsFirst) {
   (*a)->set_assignment_listener(nullptr);
 }
 
+// Polls both members until `m` says it is drained; false if it did not within 20 s.
+bool drained_soon(MessageSource& m, MessageSource& other) {
+  std::vector<Delivery> none;
+  for (const auto deadline = std::chrono::steady_clock::now() + 20s; std::chrono::steady_clock::now() < deadline;) {
+    StatusOr<bool> d = m.drained();
+    if (d.ok() && *d) return true;
+    (void)m.fetch(1, Duration(50), none);
+    (void)other.fetch(1, Duration(50), none);
+  }
+  EXPECT_TRUE(none.empty()) << "a member fetched a settled delivery";
+  return false;
+}
+
+// Keeps what a member holds: its partitions and its undecided deliveries, which a
+// revoke gives back to the broker unsettled.
+class Holder : public AssignmentListener {
+ public:
+  void on_assigned(std::span<const std::string> p) override {
+    owned.insert(p.begin(), p.end());
+    ++assigns;
+  }
+  void on_revoked(std::span<const std::string> p) override {
+    for (const std::string& n : p) owned.erase(n);
+    std::erase_if(held, [&](const Delivery& d) { return std::find(p.begin(), p.end(), d.partition) != p.end(); });
+  }
+  std::set<std::string> owned;
+  std::vector<Delivery> held;
+  int assigns = 0;
+};
+
+// A member is drained only when the whole group is: one that owns nothing may still be
+// given a partition another member works on, and must not leave (idle exit) before.
+TEST(KafkaSource, AMemberIsNotDrainedWhileAnotherHoldsUndecidedMessages) {
+  const std::string p = fresh("d");
+  ASSERT_TRUE(broker().create_topic(p, 1).ok());
+  ASSERT_TRUE(broker().create_topic(p + ".retry", 1).ok());
+  publish(p, 10);
+  auto a = open(options(p, "g"));
+  auto b = open(options(p, "g"));
+  ASSERT_TRUE(a.ok() && b.ok());
+  Holder ha, hb;
+  (*a)->set_assignment_listener(&ha);
+  (*b)->set_assignment_listener(&hb);
+  // Both poll until the one partition's 10 messages are held and 2 s more have passed.
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  auto settled = std::chrono::steady_clock::time_point::max();
+  while (std::chrono::steady_clock::now() < std::min(deadline, settled)) {
+    EXPECT_TRUE((*a)->fetch(10, Duration(50), ha.held).ok());
+    EXPECT_TRUE((*b)->fetch(10, Duration(50), hb.held).ok());
+    if (ha.held.size() + hb.held.size() == 10 && settled == std::chrono::steady_clock::time_point::max())
+      settled = std::chrono::steady_clock::now() + 2s;
+  }
+  ASSERT_EQ(ha.held.size() + hb.held.size(), 10u) << "the messages were not held within 30 s";
+  const bool a_busy = !ha.held.empty();
+  MessageSource& busy = a_busy ? **a : **b;
+  MessageSource& idle = a_busy ? **b : **a;
+  const Holder& idle_h = a_busy ? hb : ha;
+  ASSERT_GT(idle_h.assigns, 0) << "the idle member never had its assignment";
+  ASSERT_EQ(idle_h.owned.count(p + "/0"), 0u);
+  StatusOr<bool> d = idle.drained();
+  ASSERT_TRUE(d.ok()) << d.status().to_string();
+  EXPECT_FALSE(*d) << "a member owning " << idle_h.owned.size() << " partitions said drained while the other holds 10";
+  // The busy member settles them; then the group is done, as each member sees it.
+  for (const Delivery& m : (a_busy ? ha : hb).held) EXPECT_TRUE(busy.ack(m).ok());
+  EXPECT_TRUE(drained_soon(busy, idle));
+  EXPECT_TRUE(drained_soon(idle, busy));
+  (*a)->set_assignment_listener(nullptr);
+  (*b)->set_assignment_listener(nullptr);
+}
+
 #ifdef IDEM_TESTS_WITH_LEDGER_EXAMPLE
 // examples/ledger on this broker: every payment applied once, in order, one event each.
 TEST(KafkaSource, TheLedgerExampleAppliesEachPaymentOnceInOrder) {

@@ -37,6 +37,9 @@ StatusOr<Handle> make_handle(rd_kafka_type_t type, const Options& o, Context* ct
 // kUnavailable unless a broker answers a metadata request within `timeout`.
 Status check_reachable(rd_kafka_t* rk, const Options& o);
 
+// The number of partitions of `topic` (0: no such topic), from a metadata request.
+StatusOr<int> partition_count(rd_kafka_t* rk, const Options& o, const std::string& topic);
+
 // Creates each of `topics` that does not exist yet (o.partitions each).
 Status ensure_topics(rd_kafka_t* rk, const Options& o, const std::vector<std::string>& topics);
 

@@ -369,15 +369,33 @@ Status KafkaSource::commit(bool sync, const std::vector<std::string>& only) {
 
 // Drained when this member has its assignment (none while a rebalance is under way:
 // its partitions may be about to change), holds nothing undecided or waiting, and the
-// group's committed offset of each assigned partition is its high watermark.
+// group's committed offset of every partition of the topic and its retry topic is its
+// high watermark. Every partition, not only this member's: one another member still
+// works on comes here if that member leaves, so a member whose own partitions are done
+// (or that has none yet, in a cooperative rebalance's first round) is not drained.
 StatusOr<bool> KafkaSource::drained() {
   if (!assigned_ || !waiting_.empty()) return false;
   for (const auto& [name, p] : parts_)
     if (p.tracker.undecided() > 0) return false;
   if (Status s = commit(true); !s.ok()) return s;
-  if (parts_.empty()) return true;
-  rd_kafka_topic_partition_list_t* list = rd_kafka_topic_partition_list_new(static_cast<int>(parts_.size()));
-  for (const auto& [name, p] : parts_) rd_kafka_topic_partition_list_add(list, p.topic.c_str(), p.id);
+  rd_kafka_topic_partition_list_t* list = rd_kafka_topic_partition_list_new(8);
+  StatusOr<bool> at_end = true;
+  for (const std::string& topic : {o_.topic, o_.retry_topic}) {
+    StatusOr<int> n = partition_count(consumer_.get(), o_, topic);
+    if (!n.ok()) {
+      at_end = n.status();
+      break;
+    }
+    for (int p = 0; p < *n; ++p) rd_kafka_topic_partition_list_add(list, topic.c_str(), p);
+  }
+  if (at_end.ok()) at_end = group_at_end(list);
+  rd_kafka_topic_partition_list_destroy(list);
+  return at_end;
+}
+
+// Whether the group's committed offset of each partition in `list` is its high
+// watermark (or the partition is empty).
+StatusOr<bool> KafkaSource::group_at_end(rd_kafka_topic_partition_list_t* list) {
   rd_kafka_resp_err_t e = rd_kafka_committed(consumer_.get(), list, kSyncTimeoutMs);
   bool all = e == RD_KAFKA_RESP_ERR_NO_ERROR;
   for (int i = 0; all && i < list->cnt; ++i) {
@@ -385,9 +403,9 @@ StatusOr<bool> KafkaSource::drained() {
     std::int64_t low = 0, high = 0;
     e = rd_kafka_query_watermark_offsets(consumer_.get(), tp.topic, tp.partition, &low, &high, kSyncTimeoutMs);
     if (e != RD_KAFKA_RESP_ERR_NO_ERROR) break;
-    all = high == low || tp.offset == high;
+    // A partition whose offset the coordinator could not read is not known to be done.
+    all = high == low || (tp.err == RD_KAFKA_RESP_ERR_NO_ERROR && tp.offset == high);
   }
-  rd_kafka_topic_partition_list_destroy(list);
   if (e != RD_KAFKA_RESP_ERR_NO_ERROR) return unavailable(std::string("kafka: drained: ") + rd_kafka_err2str(e));
   return all;
 }

@@ -56,6 +56,8 @@ class KafkaSource final : public MessageSource {
   void pause_or_resume_retries();
   // Commits each partition's decided prefix (of `only`, or of all when empty).
   Status commit(bool sync, const std::vector<std::string>& only = {});
+  // Whether the group's committed offset of each partition in list is its high watermark.
+  StatusOr<bool> group_at_end(rd_kafka_topic_partition_list_t* list);
   Partition* partition_of(const Delivery& d);
   void decided(Partition& p, const Delivery& d);
   // Produces d to `topic` with its headers, less idem's, plus `extra` and idem-origin;

@@ -1,5 +1,8 @@
 #include "support/cluster.hpp"
 
+#include <chrono>
+#include <thread>
+
 #include "support/client.hpp"
 
 namespace idem::kafka_test {
@@ -71,13 +74,31 @@ std::multimap<std::string, std::string> Cluster::records(const std::string& topi
   return out;
 }
 
+namespace {
+
+// The group's committed offsets of `list`'s partitions, asked again (for up to 10 s)
+// while the request or any partition fails: after a node restarts, the coordinator
+// answers each partition with an error until it has loaded the group's offsets, and
+// such a partition's offset reads as "none committed".
+bool read_committed(rd_kafka_t* rk, rd_kafka_topic_partition_list_t* list) {
+  for (int attempt = 0; attempt < 20; ++attempt) {
+    bool ok = rd_kafka_committed(rk, list, 5000) == RD_KAFKA_RESP_ERR_NO_ERROR;
+    for (int p = 0; ok && p < list->cnt; ++p) ok = list->elems[p].err == RD_KAFKA_RESP_ERR_NO_ERROR;
+    if (ok) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+  return false;
+}
+
+}  // namespace
+
 std::int64_t Cluster::lag(const std::string& topic, const std::string& group) {
   rd_kafka_t* rk = new_handle(RD_KAFKA_CONSUMER, {{"bootstrap.servers", bootstraps_}, {"group.id", group}});
   const int n = partition_count(rk, topic);
   std::int64_t lag = n > 0 ? 0 : -1;
   rd_kafka_topic_partition_list_t* list = rd_kafka_topic_partition_list_new(n > 0 ? n : 1);
   for (int p = 0; p < n; ++p) rd_kafka_topic_partition_list_add(list, topic.c_str(), p);
-  if (n > 0 && rd_kafka_committed(rk, list, 5000) != RD_KAFKA_RESP_ERR_NO_ERROR) lag = -1;
+  if (n > 0 && !read_committed(rk, list)) lag = -1;
   for (int p = 0; lag >= 0 && p < n; ++p) {
     std::int64_t low = 0, high = 0;
     if (rd_kafka_query_watermark_offsets(rk, topic.c_str(), p, &low, &high, 5000) != RD_KAFKA_RESP_ERR_NO_ERROR) {
