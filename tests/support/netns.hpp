@@ -1,0 +1,50 @@
+// A simulated host for partition tests: a network namespace of the test's own, joined
+// to the test's namespace by a veth pair, with one address on each side (10.231.N.1
+// here, 10.231.N.2 there; N distinct per host alive in this process). Servers started
+// by the test listen on here(); code in the namespace reaches them there, and
+// nothing else: the namespace has no other route. cut() makes the link drop every
+// packet silently in both directions (blackhole routes): established connections
+// stall and new ones fail, as when a real network partitions; heal() undoes it and
+// stalled connections resume. Removed (namespace and veth) when destroyed.
+//
+// Needs root (CAP_NET_ADMIN) and `ip` from iproute2. Tests that cannot have a host
+// skip with the reason (GTEST_SKIP() << reason); CI runs as root and none skips.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "idem/status.hpp"
+
+namespace idem::test_support {
+
+class Host {
+ public:
+  // kUnavailable, with what failed, when the namespace cannot be made.
+  static StatusOr<std::unique_ptr<Host>> create();
+  ~Host();
+  Host(const Host&) = delete;
+  Host& operator=(const Host&) = delete;
+
+  // The test's side of the link (servers listen here) and the host's own address.
+  const std::string& here() const { return here_; }
+  const std::string& there() const { return there_; }
+  const std::string& name() const { return name_; }
+
+  // Moves the calling thread into the host's namespace: sockets it opens from now on
+  // belong to the host (a network namespace is per thread). For a thread of its own
+  // or a forked child before exec.
+  Status enter() const;
+
+  Status cut();
+  Status heal();
+
+ private:
+  Host() = default;
+
+  std::string name_, veth_, here_, there_;
+  int lock_fd_ = -1;  // holds the slot while the host lives
+  int fd_ = -1;       // /run/netns/NAME
+};
+
+}  // namespace idem::test_support
