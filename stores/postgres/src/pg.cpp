@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 
+#include <algorithm>
 #include <cstring>
 
 namespace idem::postgres::detail {
@@ -159,6 +160,18 @@ std::optional<std::string> get_opt_bytes(const PGresult* r, int row, int col) {
 std::uint64_t changed(const PGresult* r) {
   const char* n = PQcmdTuples(const_cast<PGresult*>(r));
   return n && *n ? std::strtoull(n, nullptr, 10) : 0;
+}
+
+std::vector<std::pair<std::string, std::string>> with_network_timeouts(
+    std::vector<std::pair<std::string, std::string>> connection) {
+  static const std::pair<const char*, const char*> kDefaults[] = {
+      {"connect_timeout", "10"}, {"keepalives", "1"},       {"keepalives_idle", "5"},
+      {"keepalives_interval", "2"}, {"keepalives_count", "3"}, {"tcp_user_timeout", "10000"}};
+  for (const auto& [key, value] : kDefaults) {
+    const bool set = std::any_of(connection.begin(), connection.end(), [&](const auto& kv) { return kv.first == key; });
+    if (!set) connection.emplace_back(key, value);
+  }
+  return connection;
 }
 
 }  // namespace idem::postgres::detail

@@ -63,6 +63,7 @@ ConnRef::~ConnRef() {
 }
 
 PgStore::PgStore(Options options) : options_(std::move(options)), sql_(quote_identifier(options_.schema)) {
+  options_.connection = with_network_timeouts(std::move(options_.connection));
   for (const auto& [k, v] : options_.connection)
     if (k == "password") password_ = v;
 }
@@ -92,6 +93,8 @@ StatusOr<std::unique_ptr<Conn>> PgStore::connect() {
   }
   PQsetNoticeProcessor(
       c->get(), [](void*, const char*) {}, nullptr);
+  // Best effort: a server or proxy that refuses these settings still serves the store.
+  PQclear(PQexec(c->get(), kServerNetworkTimeouts));
   return c;
 }
 

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <fstream>
 #include <iostream>
 #include <thread>
 
@@ -89,6 +90,10 @@ StatusOr<std::unique_ptr<PostgresServer>> PostgresServer::start(ServerConfig con
   const pid_t copy = spawn({"/bin/cp", "-a", tmpl->string(), (s->dir_ / "data").string()}, s->dir_ / "initdb.log");
   if (copy < 0 || wait_exit(copy) != 0)
     return unavailable("copying " + tmpl->string() + " failed (see " + (s->dir_ / "initdb.log").string() + ")");
+  if (!config.also_listen.empty()) {
+    std::ofstream(s->dir_ / "data" / "pg_hba.conf", std::ios::app)
+        << "host all all " << config.also_listen << "/24 trust\n";
+  }
   Status last = unavailable("no free port");
   for (int attempt = 0; attempt < 5; ++attempt) {
     s->port_ = test_support::free_port();
@@ -101,7 +106,8 @@ StatusOr<std::unique_ptr<PostgresServer>> PostgresServer::start(ServerConfig con
 
 Status PostgresServer::launch() {
   pid_ = spawn({(kBin / "postgres").string(), "-D", (dir_ / "data").string(), "-p", std::to_string(port_), "-k",
-                sock_.string(), "-c", "listen_addresses=127.0.0.1", "-c", config_.fsync ? "fsync=on" : "fsync=off",
+                sock_.string(), "-c",
+                "listen_addresses=127.0.0.1" + (config_.also_listen.empty() ? "" : "," + config_.also_listen), "-c", config_.fsync ? "fsync=on" : "fsync=off",
                 "-c", config_.fsync ? "full_page_writes=on" : "full_page_writes=off", "-c", "max_connections=100", "-c",
                 "shared_buffers=64MB"},
                dir_ / "server.log");

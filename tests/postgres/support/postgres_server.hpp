@@ -22,6 +22,9 @@ namespace idem::postgres_test {
 
 struct ServerConfig {
   bool fsync = false;  // default off: tests need no durability against power loss
+  // One more address to listen on beside 127.0.0.1 (a partition test's link,
+  // support/netns.hpp), trusting clients of its /24. Empty: none.
+  std::string also_listen;
 };
 
 class PostgresServer {

@@ -73,7 +73,11 @@ namespace idem::postgres {
 
 struct Options {
   // libpq connection parameters (keyword, value), e.g. {"host", "/run/pg"},
-  // {"port", "5432"}, {"dbname", "app"}, {"user", "u"}, {"password", "…"}.
+  // {"port", "5432"}, {"dbname", "app"}, {"user", "u"}, {"password", "…"}. The store
+  // adds network timeouts where these set none (connect_timeout 10, keepalives 1,
+  // keepalives_idle 5, keepalives_interval 2, keepalives_count 3, tcp_user_timeout
+  // 10000) and sets the server's keepalives per session: a cut connection fails
+  // within about 10 s instead of hanging (docs/stores.md).
   // REQUIRES: no "dbname" value that is itself a connection string.
   std::vector<std::pair<std::string, std::string>> connection;
   // The schema holding idem's tables; created if absent. Always quoted as an
