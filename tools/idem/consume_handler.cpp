@@ -30,6 +30,15 @@ std::int64_t now_ms() {
   return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
 }
 
+// Whether a decision with `r` follows a handler run that succeeded (and so left its
+// effect in pending_) but whose commit did not land. Any other decision leaves
+// pending_ alone: its delivery added nothing, and another copy of the same id may be
+// running (a first attempt that failed is decided after its redelivered copy ran).
+bool ran_but_not_committed(Reason r) {
+  return r == Reason::kLeaseLost || r == Reason::kStoreUnavailable || r == Reason::kConcurrentUpdate ||
+         r == Reason::kUnacknowledged || r == Reason::kNacked;
+}
+
 }  // namespace
 
 Status create_effects_table(const std::string& path) {
@@ -162,7 +171,7 @@ void ConsumeHandler::committed(const std::optional<std::string>& id) {
 void ConsumeHandler::decided(const std::string& broker_id, const std::optional<std::string>& id, const Decision& d) {
   if (d.action == Action::kAck && d.reason == Reason::kProcessed) {
     committed(id);
-  } else if (id) {
+  } else if (id && ran_but_not_committed(d.reason)) {
     std::lock_guard lock(mu_);
     pending_.erase(*id);  // that run's commit did not land
   }
