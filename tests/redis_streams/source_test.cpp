@@ -159,6 +159,27 @@ TEST_F(StreamSourceTest, ADeadLetterThatCannotBeWrittenLeavesTheEntryPending) {
   EXPECT_EQ(pending(), 0u);
 }
 
+// A consumer cut off past the lease whose dead letter runs late, after another
+// consumer claimed the entry: only the holder writes it, so the dead-letter stream
+// gets one copy, not two.
+TEST_F(StreamSourceTest, ALateDeadLetterOfAnEntryClaimedByAnotherConsumerWritesNothing) {
+  publish({"poison"});
+  auto cut = open(options("cut")).value();
+  auto other = open(options("other")).value();
+  auto got = fetch(*cut, 10);
+  ASSERT_EQ(got.size(), 1u);
+  std::this_thread::sleep_for(std::chrono::milliseconds(350));  // past the lease
+  auto claimed = fetch(*other, 10);
+  ASSERT_EQ(claimed.size(), 1u);
+  ASSERT_TRUE(cut->dead_letter(got[0], "bad_message", "not JSON").ok());  // the late one
+  EXPECT_EQ(pending(), 1u) << "the holder's entry was acked by the consumer that lost it";
+  ASSERT_TRUE(other->dead_letter(claimed[0], "bad_message", "not JSON").ok());
+  EXPECT_EQ(pending(), 0u);
+  auto dlq = server_->command({"XLEN", "orders:dlq"});
+  ASSERT_TRUE(dlq.ok());
+  EXPECT_EQ(dlq->integer, 1) << "a dead letter written by both consumers";
+}
+
 TEST_F(StreamSourceTest, ADeadConsumersEntriesAreClaimedAfterTheLease) {
   publish({"a", "b", "c"});
   auto dead = open(options("dead")).value();

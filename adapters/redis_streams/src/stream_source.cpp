@@ -297,15 +297,19 @@ Status StreamSource::retry(const Delivery& d, Duration delay) {
 // XADD to the dead-letter stream, then XACK, in one script: atomic like MULTI/EXEC,
 // but a failed XADD (the key holds another type, the server is out of memory) stops
 // the script before the XACK, where MULTI/EXEC would run the XACK anyway and lose the
-// message. KEYS: stream, dead-letter stream; ARGV: group, id, body, reason, detail.
+// message. Only while the entry is pending for this consumer: once another consumer
+// has claimed it (this one was cut off past the lease, and its command ran late) or
+// settled it, that one forwards it, so writing it here too would leave a second copy.
+// KEYS: stream, dead-letter stream; ARGV: group, id, body, reason, detail, consumer.
 constexpr const char* kDeadLetterScript =
+    "if #redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[2], ARGV[2], 1, ARGV[6]) == 0 then return 0 end "
     "redis.call('XADD', KEYS[2], '*', 'body', ARGV[3], 'reason', ARGV[4], 'detail', ARGV[5], 'id', ARGV[2]) "
     "return redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])";
 
 Status StreamSource::dead_letter(const Delivery& d, std::string_view reason, std::string_view detail) {
   in_flight_.erase(d.broker_id);
   auto r = call({"EVAL", kDeadLetterScript, "2", o_.stream, o_.dead_letter_stream, o_.group, d.broker_id, d.body,
-                 std::string(reason), std::string(detail)});
+                 std::string(reason), std::string(detail), o_.consumer});
   if (!r.ok()) return r.status();
   if (!error_text(r->get()).empty()) return from_error("dead-letter XADD and XACK", r->get());
   return ok_status();
