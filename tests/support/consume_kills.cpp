@@ -9,8 +9,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <ostream>
 #include <random>
@@ -194,10 +196,11 @@ std::vector<pid_t> churn(const std::vector<std::string>& consume, const std::str
 
 void PrintTo(const Mode& m, std::ostream* os) { *os << m.name; }
 
-pid_t spawn_idem(const std::vector<std::string>& args, const std::string& log) {
+pid_t spawn_idem(const std::vector<std::string>& args, const std::string& log, const test_support::Host* host) {
   const pid_t pid = fork();
   if (pid != 0) return pid;
   prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (host != nullptr && !host->enter().ok()) _exit(126);
   const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
   dup2(fd, 1);
   dup2(fd, 2);
@@ -243,10 +246,10 @@ std::vector<EffectRow> read_effects(const std::string& db_path, long long* buffe
   return rows;
 }
 
-void run_kill_test(Broker& broker, const Mode& mode, const KillOptions& o) {
-  testing::TempDir dir("consume-kills");
-  std::mt19937 rng(20261201);
-  const Workload w = WorkloadMaker(rng, mode.strict).make();
+namespace {
+
+// Writes the workload to dir/in.jsonl and publishes it through `idem publish`.
+void publish(Broker& broker, const KillOptions& o, const Workload& w, testing::TempDir& dir) {
   ASSERT_GE(w.lines.size(), 20'000u);
   {
     std::ofstream f(dir.sub("in.jsonl"));
@@ -257,21 +260,96 @@ void run_kill_test(Broker& broker, const Mode& mode, const KillOptions& o) {
                       std::chrono::seconds(60)),
             0)
       << "idem publish failed; log: " << log;
+}
 
-  const std::string db = dir.sub("idem.db");
-  const std::vector<std::string> consume = consume_args(broker, mode, o, db);
-  const std::vector<pid_t> last = o.members > 1 ? churn(consume, log, o, rng) : kill_rounds(consume, log, o, rng);
-  for (pid_t pid : last) {
+// Waits for the consumers that end the run to exit by themselves, then checks every
+// effect, the dead letters and what the broker still holds.
+// What `a` holds beyond `b`, once per extra copy.
+std::vector<std::string> difference(const std::multiset<std::string>& a, const std::multiset<std::string>& b) {
+  std::vector<std::string> out;
+  std::set_difference(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(out));
+  return out;
+}
+
+void finish_and_check(Broker& broker, const Mode& mode, const KillOptions& o, const Workload& w,
+                      const std::vector<std::pair<pid_t, std::string>>& last, const std::string& db) {
+  for (const auto& [pid, log] : last) {
     const int rc = wait_exit(pid, o.final_timeout);
     ASSERT_EQ(rc, 0) << "the last consumers did not exit by themselves; the end of their log:\n" << tail_of(log, 40);
   }
-
   check_effects(db, w, mode.strict);
-  EXPECT_EQ(broker.dead_letter_bodies(o.topic), std::multiset<std::string>(w.malformed.begin(), w.malformed.end()));
+  const std::multiset<std::string> dead = broker.dead_letter_bodies(o.topic);
+  const std::multiset<std::string> expected(w.malformed.begin(), w.malformed.end());
+  EXPECT_EQ(dead.size(), expected.size()) << "dead letters";
+  EXPECT_EQ(difference(dead, expected), std::vector<std::string>{}) << "dead letters of no malformed message, or twice";
+  EXPECT_EQ(difference(expected, dead), std::vector<std::string>{}) << "malformed messages without a dead letter";
   const std::int64_t unsettled = broker.unsettled(o.topic, o.group);
   if (unsettled != -1) {
     EXPECT_EQ(unsettled, 0) << "deliveries neither acked nor dead-lettered";
   }
+}
+
+// The lines of the file at `path` that hold `text`.
+std::size_t lines_with(const std::string& path, const std::string& text) {
+  std::ifstream f(path);
+  std::size_t n = 0;
+  for (std::string line; std::getline(f, line);) n += line.find(text) != std::string::npos ? 1 : 0;
+  return n;
+}
+
+// `uri` with every 127.0.0.1 replaced by `address`.
+std::string via(std::string uri, const std::string& address) {
+  const std::string loopback = "127.0.0.1";
+  for (std::size_t at = uri.find(loopback); at != std::string::npos; at = uri.find(loopback, at + address.size()))
+    uri.replace(at, loopback.size(), address);
+  return uri;
+}
+
+}  // namespace
+
+void run_kill_test(Broker& broker, const Mode& mode, const KillOptions& o) {
+  testing::TempDir dir("consume-kills");
+  std::mt19937 rng(20261201);
+  const Workload w = WorkloadMaker(rng, mode.strict).make();
+  ASSERT_NO_FATAL_FAILURE(publish(broker, o, w, dir));
+  const std::string db = dir.sub("idem.db");
+  const std::string log = dir.sub("consume.log");
+  const std::vector<std::string> consume = consume_args(broker, mode, o, db);
+  std::vector<std::pair<pid_t, std::string>> last;
+  for (pid_t pid : o.members > 1 ? churn(consume, log, o, rng) : kill_rounds(consume, log, o, rng))
+    last.emplace_back(pid, log);
+  finish_and_check(broker, mode, o, w, last, db);
+}
+
+void run_partition_test(Broker& broker, const Mode& mode, const KillOptions& o, test_support::Host& host,
+                        const PartitionOptions& p) {
+  testing::TempDir dir("consume-partitions");
+  std::mt19937 rng(20261206);
+  const Workload w = WorkloadMaker(rng, mode.strict).make();
+  ASSERT_NO_FATAL_FAILURE(publish(broker, o, w, dir));
+  const std::string db = dir.sub("idem.db");
+  const std::string log_there = dir.sub("there.log"), log_here = dir.sub("here.log");
+  std::vector<std::string> there = consume_args(broker, mode, o, db);
+  for (std::string& a : there) a = via(a, host.here());
+  const pid_t cut_off = spawn_idem(there, log_there, &host);
+  const pid_t here = spawn_idem(consume_args(broker, mode, o, db), log_here);
+  for (int i = 0; i < p.cuts; ++i) {
+    std::this_thread::sleep_for(p.between);
+    ASSERT_TRUE(host.cut().ok());
+    std::this_thread::sleep_for(p.cut_for);
+    ASSERT_TRUE(host.heal().ok());
+  }
+  finish_and_check(broker, mode, o, w, {{cut_off, log_there}, {here, log_here}}, db);
+  const std::size_t applied_there = lines_with(log_there, "\"type\":\"effect\"");
+  const std::size_t applied_here = lines_with(log_here, "\"type\":\"effect\"");
+  EXPECT_GT(applied_there, 0u) << "the consumer on the host did nothing: the test cut an idle link";
+  EXPECT_EQ(applied_there + applied_here, w.valid_ids.size()) << "effects committed but not printed, or twice";
+  const std::size_t duplicates =
+      lines_with(log_there, "\"reason\":\"duplicate\"") + lines_with(log_here, "\"reason\":\"duplicate\"");
+  std::printf("partition %s: %d cuts of %lld ms (lease %s ms) between a consumer and its broker; %zu messages, "
+              "%zu effects each once (%zu by the cut consumer, %zu by the other), %zu duplicates absorbed, lost 0\n",
+              p.label.c_str(), p.cuts, static_cast<long long>(p.cut_for.count()), o.lease_ms.c_str(), w.lines.size(),
+              w.valid_ids.size(), applied_there, applied_here, duplicates);
 }
 
 }  // namespace idem::consume_kills

@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "support/netns.hpp"
+
 namespace idem::consume_kills {
 
 // A started broker under test. `topic` names what is consumed (stream, queue,
@@ -71,9 +73,26 @@ struct KillOptions {
 // Runs the whole test against `broker`; reports through gtest assertions.
 void run_kill_test(Broker& broker, const Mode& mode, const KillOptions& options = {});
 
+// The partition test of `idem consume` (label "partitions"): the same workload and
+// checks, with two consumers of the group and no kills. One runs on `host`
+// (support/netns.hpp) and reaches the broker over its link (the broker's URIs with
+// 127.0.0.1 replaced by host.here(), where the broker must listen too); the link is
+// cut `cuts` times for `cut_for` (longer than the lease: the other consumer takes the
+// cut one's deliveries over) with `between` of service before each cut. Both must
+// reconnect by themselves and exit at idle. Prints one line of figures.
+struct PartitionOptions {
+  std::string label;  // the broker's name in the printed line
+  int cuts = 3;
+  std::chrono::milliseconds cut_for{3000};
+  std::chrono::milliseconds between{1500};
+};
+void run_partition_test(Broker& broker, const Mode& mode, const KillOptions& options, test_support::Host& host,
+                        const PartitionOptions& partitions);
+
 // Starts `idem args…` (the binary under test) with stdout and stderr appended to
-// `log`; it dies with the test process.
-pid_t spawn_idem(const std::vector<std::string>& args, const std::string& log);
+// `log`, in host's network namespace when not null; it dies with the test process.
+pid_t spawn_idem(const std::vector<std::string>& args, const std::string& log,
+                 const test_support::Host* host = nullptr);
 
 // Waits up to `timeout` for pid; returns its exit code (128 + signal when killed), or
 // -1 after killing it when it did not exit in time.
