@@ -23,7 +23,7 @@ class Client {
   explicit Client(const NatsServer& s, const ServerConfig& c) {
     natsOptions* o = nullptr;
     natsOptions_Create(&o);
-    const std::string url = "nats://127.0.0.1:" + std::to_string(s.port());
+    const std::string url = "nats://" + c.address + ":" + std::to_string(s.port());
     natsOptions_SetURL(o, url.c_str());
     if (!c.user.empty()) natsOptions_SetUserInfo(o, c.user.c_str(), c.password.c_str());
     natsOptions_SetTimeout(o, 500);
@@ -75,12 +75,12 @@ NatsServer::~NatsServer() {
 
 std::string NatsServer::uri() const {
   const std::string auth = config_.user.empty() ? "" : config_.user + ":" + config_.password + "@";
-  return "nats://" + auth + "127.0.0.1:" + std::to_string(port_);
+  return "nats://" + auth + config_.address + ":" + std::to_string(port_);
 }
 
 Status NatsServer::launch() {
   std::vector<std::string> argv = {"nats-server", "-js",
-                                   "-a",          "127.0.0.1",
+                                   "-a",          config_.address,
                                    "-p",          std::to_string(port_),
                                    "-sd",         (dir_ / "js").string(),
                                    "-l",          (dir_ / "nats.log").string()};

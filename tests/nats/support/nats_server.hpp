@@ -1,7 +1,8 @@
-// Test support: a private nats-server with JetStream on 127.0.0.1, on a free port, with
-// its own store directory; readiness is a JetStream account-info answer. Stopped by PID
-// when the object is destroyed, and killed by the kernel if the test process dies first
-// (PR_SET_PDEATHSIG). Never touches any address but 127.0.0.1 nor a system service.
+// Test support: a private nats-server with JetStream on 127.0.0.1 (or a partition test's
+// link, support/netns.hpp), on a free port, with its own store directory; readiness is
+// a JetStream account-info answer. Stopped by PID when the object is destroyed, and
+// killed by the kernel if the test process dies first (PR_SET_PDEATHSIG). Never
+// touches any other address nor a system service.
 #pragma once
 
 #include <sys/types.h>
@@ -20,6 +21,9 @@ namespace idem::nats_test {
 struct ServerConfig {
   std::string user;      // --user; empty: no authentication
   std::string password;  // --pass
+  // The one address it listens on (nats-server takes one): 127.0.0.1, or a partition
+  // test's Host::here(), which this namespace reaches too.
+  std::string address = "127.0.0.1";
 };
 
 // One message as a stream stores it.
@@ -48,7 +52,7 @@ class NatsServer {
   NatsServer& operator=(const NatsServer&) = delete;
 
   std::uint16_t port() const { return port_; }
-  // "nats://[USER:PASSWORD@]127.0.0.1:PORT" (append "?stream=…").
+  // "nats://[USER:PASSWORD@]ADDRESS:PORT" (append "?stream=…").
   std::string uri() const;
 
   // SIGKILL and reap: a crash (the store directory stays). Idempotent.

@@ -2,6 +2,7 @@
 
 #include <amqp.h>
 #include <amqp_tcp_socket.h>
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -25,12 +26,12 @@ namespace fs = std::filesystem;
 constexpr const char* kServer = "/usr/lib/rabbitmq/bin/rabbitmq-server";
 constexpr const char* kEpmd = "/usr/bin/epmd";
 
-bool accepts(int port) {
+bool accepts(const std::string& address, int port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return false;
   sockaddr_in a{};
   a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::inet_pton(AF_INET, address.c_str(), &a.sin_addr);
   a.sin_port = htons(static_cast<std::uint16_t>(port));
   const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
   ::close(fd);
@@ -45,10 +46,10 @@ using test_support::spawn;
 // A logged-in AMQP connection with channel 1 open, for the checks below.
 class Amqp {
  public:
-  explicit Amqp(std::uint16_t port) : c_(amqp_new_connection()) {
+  Amqp(const std::string& address, std::uint16_t port) : c_(amqp_new_connection()) {
     amqp_socket_t* s = amqp_tcp_socket_new(c_);
     timeval tv{1, 0};
-    if (s == nullptr || amqp_socket_open_noblock(s, "127.0.0.1", port, &tv) != AMQP_STATUS_OK) return;
+    if (s == nullptr || amqp_socket_open_noblock(s, address.c_str(), port, &tv) != AMQP_STATUS_OK) return;
     amqp_set_handshake_timeout(c_, &tv);
     if (amqp_login(c_, "/", 0, 131072, 0, AMQP_SASL_METHOD_PLAIN, "guest", "guest").reply_type !=
         AMQP_RESPONSE_NORMAL) {
@@ -78,15 +79,17 @@ std::string text(amqp_bytes_t b) {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<RabbitServer>> RabbitServer::start() {
+StatusOr<std::unique_ptr<RabbitServer>> RabbitServer::start(std::string address) {
   static std::atomic<int> counter{0};
   std::unique_ptr<RabbitServer> s(new RabbitServer());
+  s->address_ = std::move(address);
   const std::string tag = std::to_string(::getpid()) + "-" + std::to_string(counter.fetch_add(1));
   s->dir_ = fs::temp_directory_path() / ("idem-rabbitmq-" + tag);
   s->node_ = "idem-" + tag + "@localhost";
   fs::remove_all(s->dir_);
   fs::create_directories(s->dir_ / "home");
   std::ofstream(s->dir_ / "enabled_plugins") << "[].\n";
+  if (s->address_ != "127.0.0.1") std::ofstream(s->dir_ / "rabbitmq.conf") << "loopback_users = none\n";
   Status last = unavailable("no free ports");
   for (int attempt = 0; attempt < 3; ++attempt) {
     s->port_ = free_port();
@@ -120,7 +123,7 @@ RabbitServer::~RabbitServer() {
 }
 
 std::string RabbitServer::uri(const std::string& queue) const {
-  return "amqp://guest:guest@127.0.0.1:" + std::to_string(port_) + "/%2F?queue=" + queue;
+  return "amqp://guest:guest@" + address_ + ":" + std::to_string(port_) + "/%2F?queue=" + queue;
 }
 
 // The node's epmd, a child of this process (the node would otherwise start one that
@@ -129,7 +132,7 @@ Status RabbitServer::start_epmd() {
   epmd_pid_ = spawn({kEpmd, "-port", std::to_string(epmd_port_), "-address", "127.0.0.1"}, dir_ / "epmd.log");
   if (epmd_pid_ < 0) return unavailable("fork failed");
   for (int i = 0; i < 200; ++i) {
-    if (accepts(epmd_port_)) return ok_status();
+    if (accepts("127.0.0.1", epmd_port_)) return ok_status();
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   return unavailable("epmd did not listen on port " + std::to_string(epmd_port_));
@@ -141,7 +144,7 @@ Status RabbitServer::launch() {
   // -noinput keeps it from reading stdin.
   const std::vector<std::string> env = {"HOME=" + d + "/home",
                                         "RABBITMQ_NODENAME=" + node_,
-                                        "RABBITMQ_NODE_IP_ADDRESS=127.0.0.1",
+                                        "RABBITMQ_NODE_IP_ADDRESS=" + address_,
                                         "RABBITMQ_NODE_PORT=" + std::to_string(port_),
                                         "RABBITMQ_DIST_PORT=" + std::to_string(dist_port_),
                                         "ERL_EPMD_PORT=" + std::to_string(epmd_port_),
@@ -167,7 +170,7 @@ Status RabbitServer::wait_ready(int timeout_ms) {
       pid_ = -1;
       return unavailable("rabbitmq-server " + node_ + " exited at start (see " + dir_.string() + "/log)");
     }
-    if (accepts(port_) && Amqp(port_).ok()) return ok_status();
+    if (accepts(address_, port_) && Amqp(address_, port_).ok()) return ok_status();
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   return unavailable("rabbitmq-server " + node_ + " not ready within " + std::to_string(timeout_ms) + " ms");
@@ -197,7 +200,7 @@ Status RabbitServer::restart() {
 }
 
 StatusOr<std::uint32_t> RabbitServer::ready(const std::string& queue) const {
-  Amqp a(port_);
+  Amqp a(address_, port_);
   if (!a.ok()) return unavailable("cannot connect to the node");
   auto* ok = amqp_queue_declare(a.get(), 1, amqp_cstring_bytes(queue.c_str()), 1, 0, 0, 0, amqp_empty_table);
   if (ok == nullptr) return not_found("no queue " + queue);
@@ -205,7 +208,7 @@ StatusOr<std::uint32_t> RabbitServer::ready(const std::string& queue) const {
 }
 
 StatusOr<std::vector<Message>> RabbitServer::take_all(const std::string& queue) const {
-  Amqp a(port_);
+  Amqp a(address_, port_);
   if (!a.ok()) return unavailable("cannot connect to the node");
   std::vector<Message> out;
   for (;;) {

@@ -28,8 +28,10 @@ struct Message {
 
 class RabbitServer {
  public:
-  // Starts epmd and the node, and waits until an AMQP login as guest succeeds.
-  static StatusOr<std::unique_ptr<RabbitServer>> start();
+  // Starts epmd and the node, listening for AMQP on `address` (127.0.0.1, or a
+  // partition test's Host::here(), which this namespace reaches too; guest may then log
+  // in from any address), and waits until an AMQP login as guest succeeds.
+  static StatusOr<std::unique_ptr<RabbitServer>> start(std::string address = "127.0.0.1");
   // A node started on first use and stopped when the process exits; aborts the test
   // binary if it cannot start.
   static RabbitServer& shared();
@@ -39,7 +41,7 @@ class RabbitServer {
 
   std::uint16_t port() const { return port_; }
   const std::string& node() const { return node_; }
-  // "amqp://guest:guest@127.0.0.1:PORT/%2F?queue=QUEUE".
+  // "amqp://guest:guest@ADDRESS:PORT/%2F?queue=QUEUE".
   std::string uri(const std::string& queue) const;
 
   // SIGKILL and reap: a crash (durable queues and persistent messages survive).
@@ -61,6 +63,7 @@ class RabbitServer {
   Status wait_ready(int timeout_ms);
 
   std::filesystem::path dir_;
+  std::string address_;
   std::string node_;
   std::uint16_t port_ = 0, dist_port_ = 0, epmd_port_ = 0;
   pid_t pid_ = -1, epmd_pid_ = -1;
