@@ -2,8 +2,9 @@
 # Private brokers on 127.0.0.1 for the tests and for trying idem locally: free ports,
 # a private data folder, a readiness check, stopped by PID. Never a system-wide service.
 #
-#   scripts/broker.sh start kafka [--dir DIR] [--nodes N] [--owner PID]
+#   scripts/broker.sh start kafka [--dir DIR] [--nodes N] [--owner PID] [--also-listen ADDR]
 #   scripts/broker.sh start pulsar|redis|nats|rabbitmq|postgres [--dir DIR] [--owner PID]
+#   scripts/broker.sh start pulsar --address ADDR   Pulsar on ADDR instead of 127.0.0.1
 #   scripts/broker.sh stop DIR                 every process started in DIR, by PID
 #   scripts/broker.sh restart DIR [--kill]     stop a Pulsar standalone and start it again
 #   scripts/broker.sh kill-node DIR N          SIGKILL node N (1-based) of a Kafka cluster
@@ -21,11 +22,14 @@
 # ${IDEM_CACHE:-~/.cache/idem}/maven and reused by every later run. Each node has two
 # client listeners: PLAINTEXT (KAFKA_BOOTSTRAP) and SASL_PLAINTEXT with the PLAIN
 # mechanism (KAFKA_SASL_BOOTSTRAP, user KAFKA_SASL_USER, password KAFKA_SASL_PASSWORD).
+# --also-listen ADDR adds a third, PLAINTEXT on ADDR (KAFKA_LINK_BOOTSTRAP), advertised
+# as ADDR: for a partition test's network namespace, which reaches this host only there.
 #
 # Pulsar runs the same way from Maven Central's jars (org.apache.pulsar:pulsar-broker):
 # one standalone JVM with the broker, one bookie and a RocksDB metadata store, all data
 # under DIR. PULSAR_WEB serves the admin REST API and the WebSocket API, PULSAR_BROKER
-# the binary protocol; no functions worker, no transactions.
+# the binary protocol; no functions worker, no transactions. --address ADDR binds and
+# advertises ADDR instead of 127.0.0.1 (a partition test's link; the bookie stays on lo).
 set -euo pipefail
 
 KAFKA_VERSION=4.1.1
@@ -160,18 +164,23 @@ kafka_ready() {
   (((b[12] << 24) + (b[13] << 16) + (b[14] << 8) + b[15] == nodes))
 }
 
-kafka_node_config() {  # kafka_node_config DIR NODE PORT SASL_PORT CONTROLLER_PORT VOTERS NODES
-  local dir=$1 n=$2 port=$3 sasl=$4 cport=$5 voters=$6 nodes=$7
+# kafka_node_config DIR NODE PORT SASL_PORT CONTROLLER_PORT VOTERS NODES [LINK_ADDR LINK_PORT]
+kafka_node_config() {
+  local dir=$1 n=$2 port=$3 sasl=$4 cport=$5 voters=$6 nodes=$7 link="" advertised_link=""
   local rf=$((nodes >= 3 ? 3 : 1)) isr=$((nodes >= 3 ? 2 : 1))
+  if [[ -n ${8:-} ]]; then
+    link=",LINK://$8:$9"
+    advertised_link=$link
+  fi
   cat <<EOF
 process.roles=broker,controller
 node.id=$n
 controller.quorum.voters=$voters
-listeners=PLAINTEXT://127.0.0.1:$port,SASL_PLAINTEXT://127.0.0.1:$sasl,CONTROLLER://127.0.0.1:$cport
-advertised.listeners=PLAINTEXT://127.0.0.1:$port,SASL_PLAINTEXT://127.0.0.1:$sasl
+listeners=PLAINTEXT://127.0.0.1:$port,SASL_PLAINTEXT://127.0.0.1:$sasl,CONTROLLER://127.0.0.1:$cport$link
+advertised.listeners=PLAINTEXT://127.0.0.1:$port,SASL_PLAINTEXT://127.0.0.1:$sasl$advertised_link
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT,LINK:PLAINTEXT
 sasl.enabled.mechanisms=PLAIN
 listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_idem="idem-test-secret";
 log.dirs=$dir/node$n/data
@@ -214,19 +223,21 @@ wait_kafka() {  # wait_kafka DIR PORT NODES
     die "Kafka on port $2 did not answer a metadata request with $3 brokers within 120 s (logs in $1)"
 }
 
-start_kafka() {  # start_kafka DIR NODES
-  local dir=$1 nodes=$2 jars voters="" id
+start_kafka() {  # start_kafka DIR NODES [LINK_ADDR]
+  local dir=$1 nodes=$2 link_addr=${3:-} jars voters="" id
   jars=$(kafka_jars)
-  local -a ports sasl cports
+  local -a ports sasl cports links
   for ((n = 1; n <= nodes; n++)); do
-    ports[n]=$(free_port) sasl[n]=$(free_port) cports[n]=$(free_port)
+    ports[n]=$(free_port) sasl[n]=$(free_port) cports[n]=$(free_port) links[n]=$(free_port)
     voters+="${voters:+,}$n@127.0.0.1:${cports[n]}"
   done
   id=$("$(java_cmd)" -cp "$jars/*" kafka.tools.StorageTool random-uuid 2>/dev/null | tail -n 1)
-  local bootstrap="" sasl_bootstrap=""
+  local bootstrap="" sasl_bootstrap="" link_bootstrap=""
   for ((n = 1; n <= nodes; n++)); do
     mkdir -p "$dir/node$n"
-    kafka_node_config "$dir" "$n" "${ports[n]}" "${sasl[n]}" "${cports[n]}" "$voters" "$nodes" >"$dir/node$n/server.properties"
+    kafka_node_config "$dir" "$n" "${ports[n]}" "${sasl[n]}" "${cports[n]}" "$voters" "$nodes" \
+      ${link_addr:+"$link_addr" "${links[n]}"} >"$dir/node$n/server.properties"
+    link_bootstrap+="${link_bootstrap:+,}$link_addr:${links[n]}"
     kafka_log4j "$dir/node$n" >"$dir/node$n/log4j2.properties"
     "$(java_cmd)" -cp "$jars/*" kafka.tools.StorageTool format -t "$id" -c "$dir/node$n/server.properties" \
       >>"$dir/node$n/format.log" 2>&1 || die "formatting node $n failed: $(tail -n 3 "$dir/node$n/format.log")"
@@ -239,6 +250,7 @@ start_kafka() {  # start_kafka DIR NODES
   for ((n = 1; n <= nodes; n++)); do wait_kafka "$dir" "${ports[n]}" "$nodes"; done
   echo "KAFKA_BOOTSTRAP=$bootstrap"
   echo "KAFKA_SASL_BOOTSTRAP=$sasl_bootstrap"
+  [[ -z $link_addr ]] || echo "KAFKA_LINK_BOOTSTRAP=$link_bootstrap"
   echo "KAFKA_SASL_USER=idem"
   echo "KAFKA_SASL_PASSWORD=idem-test-secret"
   echo "KAFKA_VERSION=$KAFKA_VERSION"
@@ -258,19 +270,19 @@ pulsar_jars() {
 
 # The standalone's one config file, read by both the broker and its bookie: metadata in
 # RocksDB under DIR (no ZooKeeper), one bookie on loopback, no functions worker.
-pulsar_config() {  # pulsar_config WEB_PORT BROKER_PORT BOOKIE_PORT
+pulsar_config() {  # pulsar_config WEB_PORT BROKER_PORT BOOKIE_PORT ADDRESS
   cat <<EOF
 clusterName=standalone
-bindAddress=127.0.0.1
-advertisedAddress=127.0.0.1
+bindAddress=$4
+advertisedAddress=$4
 webServicePort=$1
 brokerServicePort=$2
 bookiePort=$3
 # the bookie binds to lo's address and keeps bookiePort (not a port of its own choosing)
 listeningInterface=lo
 allowEphemeralPorts=true
-# the broker's own client sends DNS queries from 127.0.0.1 rather than 0.0.0.0
-brokerClient_dnsLookupBindAddress=127.0.0.1
+# the broker's own client sends DNS queries from its address rather than 0.0.0.0
+brokerClient_dnsLookupBindAddress=$4
 functionsWorkerEnabled=false
 webSocketServiceEnabled=true
 transactionCoordinatorEnabled=false
@@ -342,12 +354,13 @@ launch_pulsar() {  # launch_pulsar DIR
     --bookkeeper-dir "$dir/bookkeeper" --bookkeeper-port "$(pulsar_setting "$dir" bookiePort)"
 }
 
-# http_get PORT PATH: the body of a 200 answer from 127.0.0.1:PORT.
+# http_get PORT PATH [ADDRESS]: the body of a 200 answer from ADDRESS:PORT (default
+# 127.0.0.1).
 http_get() {
-  local reply
+  local reply addr=${3:-127.0.0.1}
   reply=$(
-    exec 3<>"/dev/tcp/127.0.0.1/$1" || exit 1
-    printf 'GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' "$2" >&3
+    exec 3<>"/dev/tcp/$addr/$1" || exit 1
+    printf 'GET %s HTTP/1.0\r\nHost: %s\r\n\r\n' "$2" "$addr" >&3
     timeout 30 cat <&3
   ) || return 1
   [[ $reply == HTTP/1.?' 200 '* ]] || return 1
@@ -362,11 +375,11 @@ pulsar_gone() {  # pulsar_gone DIR: DIR's JVM has ended (or was stopped)
 # exists (the standalone creates it last) and the broker's health check, a round trip
 # through a topic, answers "ok".
 pulsar_settled() {
-  local port
+  local port addr
   pulsar_gone "$1" && return 0
-  port=$(pulsar_setting "$1" webServicePort)
-  http_get "$port" /admin/v2/namespaces/public/default >/dev/null &&
-    [[ $(http_get "$port" /admin/v2/brokers/health) == ok ]]
+  port=$(pulsar_setting "$1" webServicePort) addr=$(pulsar_setting "$1" bindAddress)
+  http_get "$port" /admin/v2/namespaces/public/default "$addr" >/dev/null &&
+    [[ $(http_get "$port" /admin/v2/brokers/health "$addr") == ok ]]
 }
 
 wait_pulsar() {  # wait_pulsar DIR
@@ -378,12 +391,12 @@ wait_pulsar() {  # wait_pulsar DIR
 # A first start whose JVM ends before it serves is tried once more on new ports and
 # an empty data folder (a port handed out by free_port can still be taken before the
 # JVM binds it), after its log's errors are shown.
-start_pulsar() {
-  local dir=$1 web broker attempt
+start_pulsar() {  # start_pulsar DIR [ADDRESS]
+  local dir=$1 addr=${2:-127.0.0.1} web broker attempt
   pulsar_log4j >"$dir/log4j2.properties"
   for attempt in 1 2; do
     web=$(free_port) broker=$(free_port)
-    pulsar_config "$web" "$broker" "$(free_port)" >"$dir/standalone.conf"
+    pulsar_config "$web" "$broker" "$(free_port)" "$addr" >"$dir/standalone.conf"
     launch_pulsar "$dir"
     wait_for 120 pulsar pulsar_settled "$dir" || break
     pulsar_gone "$dir" || break
@@ -394,8 +407,8 @@ start_pulsar() {
     rm -rf "$dir/metadata" "$dir/bookkeeper" "$dir/data"
   done
   wait_pulsar "$dir"
-  echo "PULSAR_WEB=http://127.0.0.1:$web"
-  echo "PULSAR_BROKER=pulsar://127.0.0.1:$broker"
+  echo "PULSAR_WEB=http://$addr:$web"
+  echo "PULSAR_BROKER=pulsar://$addr:$broker"
   echo "PULSAR_VERSION=$PULSAR_VERSION"
 }
 
@@ -474,19 +487,27 @@ watch_owner() {
 }
 
 cmd_start() {
-  local kind=${1:-} dir="" nodes=1 owner=""
-  [[ -n $kind ]] || die "usage: broker.sh start kafka|pulsar|redis|nats|rabbitmq|postgres [--dir DIR] [--nodes N] [--owner PID]"
+  local kind=${1:-} dir="" nodes=1 owner="" also="" address=""
+  [[ -n $kind ]] || die "usage: broker.sh start kafka|pulsar|redis|nats|rabbitmq|postgres [--dir DIR] [--nodes N] [--owner PID] [--also-listen ADDR]"
   shift
   while (($#)); do
     case $1 in
       --dir) dir=${2:?--dir needs a folder}; shift 2 ;;
       --nodes) nodes=${2:?--nodes needs a number}; shift 2 ;;
       --owner) owner=${2:?--owner needs a PID}; shift 2 ;;
+      --also-listen) also=${2:?--also-listen needs an IPv4 address}; shift 2 ;;
+      --address) address=${2:?--address needs an IPv4 address}; shift 2 ;;
       *) die "unknown option $1" ;;
     esac
   done
   [[ $nodes =~ ^[1-9]$ ]] || die "--nodes takes 1..9"
   [[ $kind == kafka || $nodes == 1 ]] || die "--nodes is for kafka"
+  [[ $kind == kafka || -z $also ]] || die "--also-listen is for kafka"
+  [[ $kind == pulsar || -z $address ]] || die "--address is for pulsar"
+  local a
+  for a in "$also" "$address"; do
+    [[ -z $a || $a =~ ^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+$ ]] || die "an IPv4 address is needed, not $a"
+  done
   if [[ -z $dir ]]; then
     dir=$(mktemp -d "${TMPDIR:-/tmp}/idem-$kind-XXXXXX")
     chmod 755 "$dir"  # the postgres user must reach its data folder
@@ -501,8 +522,9 @@ cmd_start() {
   # A start that fails stops what it started and keeps the folder with its logs.
   trap 'rm -f "$dir/.temporary"; cmd_stop "$dir"; echo "broker.sh: logs in $dir" >&2' EXIT
   case $kind in
-    kafka) start_kafka "$dir" "$nodes" ;;
-    pulsar | redis | nats | rabbitmq | postgres) "start_$kind" "$dir" ;;
+    kafka) start_kafka "$dir" "$nodes" "$also" ;;
+    pulsar) start_pulsar "$dir" "$address" ;;
+    redis | nats | rabbitmq | postgres) "start_$kind" "$dir" ;;
     *) die "unknown broker $kind (kafka, pulsar, redis, nats, rabbitmq, postgres)" ;;
   esac
   trap - EXIT

@@ -307,6 +307,10 @@ std::string via(std::string uri, const std::string& address) {
 
 }  // namespace
 
+std::string Broker::source_uri_from(const std::string& address, const std::string& topic, const std::string& group) {
+  return via(source_uri(topic, group), address);
+}
+
 void run_kill_test(Broker& broker, const Mode& mode, const KillOptions& o) {
   testing::TempDir dir("consume-kills");
   std::mt19937 rng(20261201);
@@ -330,7 +334,7 @@ void run_partition_test(Broker& broker, const Mode& mode, const KillOptions& o, 
   const std::string db = dir.sub("idem.db");
   const std::string log_there = dir.sub("there.log"), log_here = dir.sub("here.log");
   std::vector<std::string> there = consume_args(broker, mode, o, db);
-  for (std::string& a : there) a = via(a, host.here());
+  *(std::find(there.begin(), there.end(), "--source") + 1) = broker.source_uri_from(host.here(), o.topic, o.group);
   const pid_t cut_off = spawn_idem(there, log_there, &host);
   const pid_t here = spawn_idem(consume_args(broker, mode, o, db), log_here);
   for (int i = 0; i < p.cuts; ++i) {

@@ -30,6 +30,9 @@ class Broker {
   virtual ~Broker() = default;
   // `idem consume --source`.
   virtual std::string source_uri(const std::string& topic, const std::string& group) = 0;
+  // The same for a consumer on a partition test's host, which reaches the broker at
+  // `address` only. Default: source_uri() with 127.0.0.1 replaced by address.
+  virtual std::string source_uri_from(const std::string& address, const std::string& topic, const std::string& group);
   // `idem publish --to`.
   virtual std::string publish_uri(const std::string& topic) = 0;
   // Every body in the dead-letter destination of `topic`, once per copy.
@@ -76,7 +79,7 @@ void run_kill_test(Broker& broker, const Mode& mode, const KillOptions& options 
 // The partition test of `idem consume` (label "partitions"): the same workload and
 // checks, with two consumers of the group and no kills. One runs on `host`
 // (support/netns.hpp) and reaches the broker over its link (the broker's URIs with
-// 127.0.0.1 replaced by host.here(), where the broker must listen too); the link is
+// Broker::source_uri_from(host.here(), …), where the broker must listen too); the link is
 // cut `cuts` times for `cut_for` (longer than the lease: the other consumer takes the
 // cut one's deliveries over) with `between` of service before each cut. Both must
 // reconnect by themselves and exit at idle. Prints one line of figures.

@@ -10,6 +10,11 @@ std::string KafkaBroker::source_uri(const std::string& topic, const std::string&
   return c_.uri(topic, group, "session_timeout_ms=1500" + (params_.empty() ? "" : "&" + params_));
 }
 
+std::string KafkaBroker::source_uri_from(const std::string&, const std::string& topic, const std::string& group) {
+  std::string u = source_uri(topic, group);
+  return u.replace(u.find(c_.bootstraps()), c_.bootstraps().size(), link_);
+}
+
 std::string KafkaBroker::publish_uri(const std::string& topic) {
   if (params_.empty()) {
     EXPECT_TRUE(c_.create_topic(topic, 4).ok());

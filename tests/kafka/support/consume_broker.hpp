@@ -16,9 +16,16 @@ class KafkaBroker final : public consume_kills::Broker {
   // `params` ("NAME=VALUE&…") go on every URI. Without them the topics are created here
   // (4 partitions, the retry topic 2, the dead-letter topic 1) before publishing;
   // with them, `idem publish` and `idem consume` create them as the parameters say.
-  explicit KafkaBroker(Cluster& c, std::string params = "") : c_(c), params_(std::move(params)) {}
+  // `link_bootstraps`: the listeners a partition test's host reaches (KafkaServer's
+  // link_bootstraps()), for source_uri_from.
+  explicit KafkaBroker(Cluster& c, std::string params = "", std::string link_bootstraps = "")
+      : c_(c), params_(std::move(params)), link_(std::move(link_bootstraps)) {}
 
   std::string source_uri(const std::string& topic, const std::string& group) override;
+  // source_uri() with the link's listeners as bootstraps: the brokers advertise
+  // addresses of the listener a client came in on.
+  std::string source_uri_from(const std::string& address, const std::string& topic,
+                              const std::string& group) override;
   std::string publish_uri(const std::string& topic) override;
   // One body per origin: a consumer killed between a dead letter's produce and the
   // commit of its offset dead-letters the redelivered message again, under the same
@@ -29,7 +36,7 @@ class KafkaBroker final : public consume_kills::Broker {
 
  private:
   Cluster& c_;
-  std::string params_;
+  std::string params_, link_;
 };
 
 }  // namespace idem::kafka_test

@@ -49,11 +49,12 @@ Status KafkaServer::run_script(const std::string& args, std::string* out) {
   return testing::run_broker_script(IDEM_BROKER_SCRIPT, args, out);
 }
 
-StatusOr<std::unique_ptr<KafkaServer>> KafkaServer::start(int nodes) {
+StatusOr<std::unique_ptr<KafkaServer>> KafkaServer::start(int nodes, const std::string& also_listen) {
   std::unique_ptr<KafkaServer> s(new KafkaServer());
   std::string out;
-  Status st = s->run_script(
-      "start kafka --nodes " + std::to_string(nodes) + " --owner " + std::to_string(::getpid()), &out);
+  Status st = s->run_script("start kafka --nodes " + std::to_string(nodes) + " --owner " + std::to_string(::getpid()) +
+                                (also_listen.empty() ? "" : " --also-listen " + also_listen),
+                            &out);
   auto kv = testing::parse_broker_lines(out);
   s->dir_ = kv["DIR"];
   if (!st.ok()) return st;
@@ -62,6 +63,7 @@ StatusOr<std::unique_ptr<KafkaServer>> KafkaServer::start(int nodes) {
   s->sasl_user_ = kv["KAFKA_SASL_USER"];
   s->sasl_password_ = kv["KAFKA_SASL_PASSWORD"];
   s->version_ = kv["KAFKA_VERSION"];
+  s->link_bootstraps_ = kv["KAFKA_LINK_BOOTSTRAP"];
   if (s->bootstraps_.empty()) return internal_error("broker.sh printed no KAFKA_BOOTSTRAP");
   return s;
 }

@@ -14,8 +14,9 @@ namespace idem::kafka_test {
 class KafkaServer final : public Cluster {
  public:
   // `nodes` combined broker+controller nodes; with 3, topics get 3 replicas and
-  // min.insync.replicas=2.
-  static StatusOr<std::unique_ptr<KafkaServer>> start(int nodes = 1);
+  // min.insync.replicas=2. With `also_listen` (a partition test's Host::here()), each
+  // node has one more PLAINTEXT listener there, advertised there (link_bootstraps()).
+  static StatusOr<std::unique_ptr<KafkaServer>> start(int nodes = 1, const std::string& also_listen = "");
   // One broker (or cluster of `nodes`) for the whole test binary, started on first
   // use with the first call's `nodes`; aborts the binary when it cannot start.
   static KafkaServer& shared(int nodes = 1);
@@ -26,6 +27,8 @@ class KafkaServer final : public Cluster {
   const std::string& sasl_user() const { return sasl_user_; }
   const std::string& sasl_password() const { return sasl_password_; }
   const std::string& version() const { return version_; }
+  // The listeners on start()'s also_listen address; empty without one.
+  const std::string& link_bootstraps() const { return link_bootstraps_; }
 
   // Creates `topic` with the broker's default replication factor.
   Status create_topic(const std::string& topic, int partitions) override;
@@ -43,7 +46,7 @@ class KafkaServer final : public Cluster {
   Status run_script(const std::string& args, std::string* out);
 
   std::string dir_;
-  std::string sasl_bootstraps_, sasl_user_, sasl_password_, version_;
+  std::string sasl_bootstraps_, sasl_user_, sasl_password_, version_, link_bootstraps_;
 };
 
 }  // namespace idem::kafka_test

@@ -35,10 +35,11 @@ Status PulsarServer::run_script(const std::string& args, std::string* out) const
   return testing::run_broker_script(IDEM_BROKER_SCRIPT, args, out);
 }
 
-StatusOr<std::unique_ptr<PulsarServer>> PulsarServer::start() {
+StatusOr<std::unique_ptr<PulsarServer>> PulsarServer::start(const std::string& address) {
   std::unique_ptr<PulsarServer> s(new PulsarServer());
+  s->address_ = address;
   std::string out;
-  Status st = s->run_script("start pulsar --owner " + std::to_string(::getpid()), &out);
+  Status st = s->run_script("start pulsar --owner " + std::to_string(::getpid()) + " --address " + address, &out);
   auto kv = testing::parse_broker_lines(out);
   s->dir_ = kv["DIR"];
   if (!st.ok()) return st;
@@ -71,7 +72,7 @@ Status PulsarServer::restart(bool kill) {
 }
 
 std::string PulsarServer::uri(const std::string& topic, const std::string& sub, const std::string& params) const {
-  std::string u = "pulsar-ws://127.0.0.1:" + std::to_string(web_port_) + "/public/default/" + topic;
+  std::string u = "pulsar-ws://" + address_ + ":" + std::to_string(web_port_) + "/public/default/" + topic;
   std::string q = sub.empty() ? "" : "subscription=" + sub;
   if (!params.empty()) q += (q.empty() ? "" : "&") + params;
   return q.empty() ? u : u + "?" + q;
@@ -80,7 +81,7 @@ std::string PulsarServer::uri(const std::string& topic, const std::string& sub, 
 int PulsarServer::admin(const std::string& method, const std::string& path, std::string* body,
                         const std::string& request) const {
   std::string answer;
-  auto code = pulsar::detail::http_request(Endpoint{"127.0.0.1", web_port_, ""}, method, path, request, &answer, kTimeout);
+  auto code = pulsar::detail::http_request(Endpoint{address_, web_port_, ""}, method, path, request, &answer, kTimeout);
   if (body != nullptr) *body = answer;
   return code.ok() ? *code : -1;
 }
@@ -103,7 +104,7 @@ std::pair<std::int64_t, std::int64_t> PulsarServer::backlog(const std::string& t
 
 std::vector<StoredMessage> PulsarServer::read_all(const std::string& topic, std::chrono::milliseconds quiet) const {
   std::vector<StoredMessage> out;
-  auto ws = WebSocket::connect(Endpoint{"127.0.0.1", web_port_, ""},
+  auto ws = WebSocket::connect(Endpoint{address_, web_port_, ""},
                                "/ws/v2/reader/persistent/public/default/" + topic + "?messageId=earliest", kTimeout);
   if (!ws.ok()) return out;
   std::string frame;

@@ -24,7 +24,9 @@ struct StoredMessage {
 
 class PulsarServer {
  public:
-  static StatusOr<std::unique_ptr<PulsarServer>> start();
+  // On `address`: 127.0.0.1, or a partition test's Host::here(), which this namespace
+  // reaches too.
+  static StatusOr<std::unique_ptr<PulsarServer>> start(const std::string& address = "127.0.0.1");
   // One broker for the whole test binary, started on first use; aborts the binary when
   // it cannot start.
   static PulsarServer& shared();
@@ -32,7 +34,7 @@ class PulsarServer {
 
   std::uint16_t web_port() const { return web_port_; }
   const std::string& version() const { return version_; }
-  // "pulsar-ws://127.0.0.1:PORT/public/default/TOPIC?subscription=SUB[&PARAMS]"
+  // "pulsar-ws://ADDRESS:PORT/public/default/TOPIC?subscription=SUB[&PARAMS]"
   // (without "subscription=" when sub is empty).
   std::string uri(const std::string& topic, const std::string& sub, const std::string& params = "") const;
 
@@ -59,6 +61,7 @@ class PulsarServer {
 
   std::string dir_, version_;
   std::uint16_t web_port_ = 0;
+  std::string address_;
 };
 
 }  // namespace idem::pulsar_test

@@ -1,0 +1,29 @@
+// `idem consume` on a Pulsar standalone with one of its two consumers on a host of the
+// test's own (support/netns.hpp), cut from the broker's WebSocket service three times:
+// the other consumer of the subscription goes on, the cut one's deliveries come back
+// to the subscription (its ack timeout, or its socket closing), the cut one reconnects
+// by itself, and the shared kill test's checks hold (support/consume_kills.hpp). The
+// standalone listens on the link's address only, which this side reaches as a local
+// address. Label "partitions"; skipped, with the reason, where no namespace can be made.
+#include <gtest/gtest.h>
+
+#include "support/consume_broker.hpp"
+#include "support/consume_kills.hpp"
+#include "support/netns.hpp"
+#include "support/pulsar_server.hpp"
+
+namespace idem::pulsar_test {
+namespace {
+
+TEST(PulsarPartition, AConsumerCutFromTheBrokerLosesNothingAndReconnects) {
+  auto host = test_support::Host::create();
+  if (!host.ok()) GTEST_SKIP() << "no network namespace for this test: " << host.status().message();
+  auto server = PulsarServer::start((*host)->here());
+  ASSERT_TRUE(server.ok()) << server.status().to_string();
+  PulsarBroker broker(**server);
+  consume_kills::run_partition_test(broker, consume_kills::Mode{"strict", true, "1"}, {}, **host,
+                                    {.label = "pulsar"});
+}
+
+}  // namespace
+}  // namespace idem::pulsar_test
