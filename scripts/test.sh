@@ -38,13 +38,13 @@ echo "== idem tests: soak passed in $((SECONDS - soak_start)) s =="
 if [[ "${IDEM_TEST_SANITIZERS:-1}" != 0 ]]; then
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
   export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
-  # Every test under ASan+UBSan but the crash torture, the end-to-end kill tests of
-  # `idem consume` on each broker and the broker scenarios (labels torture, kills,
-  # scenarios), which run in the release
-  # suite: under ASan they re-test the same code paths at several times the cost
-  # (minutes per broker), which CI's time budget does not have. The adapters' own
-  # tests and the idem command's run under ASan.
-  run_suite asan "" "torture|kills|scenarios" -DIDEM_SANITIZE=address,undefined -DIDEM_BUILD_EXAMPLES=ON
+  # Every test under ASan+UBSan but the crash torture, the end-to-end kill and
+  # partition tests of `idem consume` on each broker and the broker scenarios (labels
+  # torture, kills, partitions, scenarios), which run in the release suite: under ASan
+  # they re-test the same code paths at several times the cost (minutes per broker),
+  # which CI's time budget does not have. The adapters' own tests and the idem
+  # command's run under ASan.
+  run_suite asan "" "torture|kills|partitions|scenarios" -DIDEM_SANITIZE=address,undefined -DIDEM_BUILD_EXAMPLES=ON
   # TSan on the code whose threads idem owns: the middleware, the conformance suite
   # (its concurrent claims), the stores' own thread tests, and the binaries labelled
   # "threads" (ordering and state machines under two threads), over memory: and
