@@ -102,8 +102,11 @@ StatusOr<int> partition_count(rd_kafka_t* rk, const Options& o, const std::strin
   if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
     return unavailable("kafka: metadata of " + topic + " from " + broker_list(o) + ": " + rd_kafka_err2str(e));
   }
-  const int n = md->topic_cnt == 1 && md->topics[0].err == RD_KAFKA_RESP_ERR_NO_ERROR ? md->topics[0].partition_cnt : 0;
+  const rd_kafka_resp_err_t topic_err = md->topic_cnt == 1 ? md->topics[0].err : RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART;
+  const int n = topic_err == RD_KAFKA_RESP_ERR_NO_ERROR ? md->topics[0].partition_cnt : 0;
   rd_kafka_metadata_destroy(md);
+  if (topic_err != RD_KAFKA_RESP_ERR_NO_ERROR && topic_err != RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART)
+    return unavailable("kafka: metadata of " + topic + ": " + rd_kafka_err2str(topic_err));
   return n;
 }
 
@@ -112,9 +115,17 @@ namespace {
 // Whether `topic` exists, asking with `rk` (a producer's metadata request lets a broker
 // with auto.create.topics.enable create it).
 StatusOr<bool> topic_exists(rd_kafka_t* rk, const Options& o, const std::string& topic) {
-  StatusOr<int> n = partition_count(rk, o, topic);
-  if (!n.ok()) return n.status();
-  return *n > 0;
+  rd_kafka_topic_t* t = rd_kafka_topic_new(rk, topic.c_str(), nullptr);
+  const struct rd_kafka_metadata* md = nullptr;
+  const rd_kafka_resp_err_t e = rd_kafka_metadata(rk, 0, t, &md, static_cast<int>(o.connect_timeout.count()));
+  rd_kafka_topic_destroy(t);
+  if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    return unavailable("kafka: metadata of " + topic + " from " + broker_list(o) + ": " + rd_kafka_err2str(e));
+  }
+  const bool exists =
+      md->topic_cnt == 1 && md->topics[0].err == RD_KAFKA_RESP_ERR_NO_ERROR && md->topics[0].partition_cnt > 0;
+  rd_kafka_metadata_destroy(md);
+  return exists;
 }
 
 // CreateTopics for `topics`, o.partitions and o.replication_factor each; "already

@@ -38,6 +38,8 @@ StatusOr<Handle> make_handle(rd_kafka_type_t type, const Options& o, Context* ct
 Status check_reachable(rd_kafka_t* rk, const Options& o);
 
 // The number of partitions of `topic` (0: no such topic), from a metadata request.
+// kUnavailable when the broker does not answer or answers for the topic with another
+// error (e.g. no leader yet).
 StatusOr<int> partition_count(rd_kafka_t* rk, const Options& o, const std::string& topic);
 
 // Creates each of `topics` that does not exist yet (o.partitions each).
