@@ -30,14 +30,15 @@ std::int64_t now_ms() {
   return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
 }
 
-// Whether a decision with `r` follows a handler run that succeeded (and so left its
-// effect in pending_) but whose commit did not land. Any other decision leaves
-// pending_ alone: its delivery added nothing, and another copy of the same id may be
-// running (a first attempt that failed is decided after its redelivered copy ran).
-bool ran_but_not_committed(Reason r) {
-  return r == Reason::kLeaseLost || r == Reason::kStoreUnavailable || r == Reason::kConcurrentUpdate ||
-         r == Reason::kUnacknowledged || r == Reason::kNacked;
-}
+// Whether a decision with `r` always follows a handler run that succeeded (and so left
+// its effect in pending_) but whose commit did not land. Any other decision leaves
+// pending_ alone: its delivery may have added nothing while another copy of the same
+// id runs (a first attempt that failed is decided after its redelivered copy ran; a
+// claim that met a busy store is store_unavailable, and a delivery held unstarted when
+// its partition moved is unacknowledged, beside a copy that committed). A run whose
+// commit failed with store_unavailable keeps its entry until the id's next processed
+// decision here replaces and prints it.
+bool ran_but_not_committed(Reason r) { return r == Reason::kLeaseLost || r == Reason::kConcurrentUpdate; }
 
 }  // namespace
 
