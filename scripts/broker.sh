@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Private brokers on 127.0.0.1 for the tests and for trying idem locally: free ports,
-# a private data folder, a readiness check, stopped by PID. Never a system-wide service.
+# Private brokers on 127.0.0.1 (or a partition test's link address) for the tests and
+# for trying idem locally: free ports, a private data folder, a readiness check, stopped
+# by PID. Never a system-wide service.
 #
 #   scripts/broker.sh start kafka [--dir DIR] [--nodes N] [--owner PID] [--also-listen ADDR]
 #   scripts/broker.sh start pulsar|redis|nats|rabbitmq|postgres [--dir DIR] [--owner PID]
@@ -488,7 +489,7 @@ watch_owner() {
 
 cmd_start() {
   local kind=${1:-} dir="" nodes=1 owner="" also="" address=""
-  [[ -n $kind ]] || die "usage: broker.sh start kafka|pulsar|redis|nats|rabbitmq|postgres [--dir DIR] [--nodes N] [--owner PID] [--also-listen ADDR]"
+  [[ -n $kind ]] || die "usage: broker.sh start kafka|pulsar|redis|nats|rabbitmq|postgres [--dir DIR] [--nodes N] [--owner PID] [--also-listen ADDR] [--address ADDR]"
   shift
   while (($#)); do
     case $1 in
