@@ -167,9 +167,10 @@ std::vector<std::pair<std::string, std::string>> with_network_timeouts(
   static const std::pair<const char*, const char*> kDefaults[] = {
       {"connect_timeout", "10"}, {"keepalives", "1"},       {"keepalives_idle", "5"},
       {"keepalives_interval", "2"}, {"keepalives_count", "3"}, {"tcp_user_timeout", "10000"}};
-  for (const auto& [key, value] : kDefaults) {
+  for (const auto& d : kDefaults) {
+    const std::string_view key = d.first;
     const bool set = std::any_of(connection.begin(), connection.end(), [&](const auto& kv) { return kv.first == key; });
-    if (!set) connection.emplace_back(key, value);
+    if (!set) connection.emplace_back(d.first, d.second);
   }
   return connection;
 }
