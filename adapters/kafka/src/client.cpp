@@ -94,7 +94,17 @@ Status check_reachable(rd_kafka_t* rk, const Options& o) {
   return ok_status();
 }
 
-StatusOr<int> partition_count(rd_kafka_t* rk, const Options& o, const std::string& topic) {
+namespace {
+
+// A metadata request's answer for one topic: its error and its partitions.
+struct TopicAnswer {
+  rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART;
+  int partitions = 0;
+};
+
+// Asks with `rk` (a producer's metadata request lets a broker with
+// auto.create.topics.enable create the topic).
+StatusOr<TopicAnswer> ask_topic(rd_kafka_t* rk, const Options& o, const std::string& topic) {
   rd_kafka_topic_t* t = rd_kafka_topic_new(rk, topic.c_str(), nullptr);
   const struct rd_kafka_metadata* md = nullptr;
   const rd_kafka_resp_err_t e = rd_kafka_metadata(rk, 0, t, &md, static_cast<int>(o.connect_timeout.count()));
@@ -102,31 +112,32 @@ StatusOr<int> partition_count(rd_kafka_t* rk, const Options& o, const std::strin
   if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
     return unavailable("kafka: metadata of " + topic + " from " + broker_list(o) + ": " + rd_kafka_err2str(e));
   }
-  const rd_kafka_resp_err_t topic_err = md->topic_cnt == 1 ? md->topics[0].err : RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART;
-  const int n = topic_err == RD_KAFKA_RESP_ERR_NO_ERROR ? md->topics[0].partition_cnt : 0;
+  TopicAnswer a;
+  if (md->topic_cnt == 1) a = {md->topics[0].err, md->topics[0].partition_cnt};
   rd_kafka_metadata_destroy(md);
-  if (topic_err != RD_KAFKA_RESP_ERR_NO_ERROR && topic_err != RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART)
-    return unavailable("kafka: metadata of " + topic + ": " + rd_kafka_err2str(topic_err));
-  return n;
+  return a;
+}
+
+// Whether `topic` exists: any error for it reads as "not yet" (then it is created,
+// where "already exists" is success).
+StatusOr<bool> topic_exists(rd_kafka_t* rk, const Options& o, const std::string& topic) {
+  StatusOr<TopicAnswer> a = ask_topic(rk, o, topic);
+  if (!a.ok()) return a.status();
+  return a->err == RD_KAFKA_RESP_ERR_NO_ERROR && a->partitions > 0;
+}
+
+}  // namespace
+
+StatusOr<int> partition_count(rd_kafka_t* rk, const Options& o, const std::string& topic) {
+  StatusOr<TopicAnswer> a = ask_topic(rk, o, topic);
+  if (!a.ok()) return a.status();
+  if (a->err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART) return 0;
+  if (a->err != RD_KAFKA_RESP_ERR_NO_ERROR)
+    return unavailable("kafka: metadata of " + topic + ": " + rd_kafka_err2str(a->err));
+  return a->partitions;
 }
 
 namespace {
-
-// Whether `topic` exists, asking with `rk` (a producer's metadata request lets a broker
-// with auto.create.topics.enable create it).
-StatusOr<bool> topic_exists(rd_kafka_t* rk, const Options& o, const std::string& topic) {
-  rd_kafka_topic_t* t = rd_kafka_topic_new(rk, topic.c_str(), nullptr);
-  const struct rd_kafka_metadata* md = nullptr;
-  const rd_kafka_resp_err_t e = rd_kafka_metadata(rk, 0, t, &md, static_cast<int>(o.connect_timeout.count()));
-  rd_kafka_topic_destroy(t);
-  if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
-    return unavailable("kafka: metadata of " + topic + " from " + broker_list(o) + ": " + rd_kafka_err2str(e));
-  }
-  const bool exists =
-      md->topic_cnt == 1 && md->topics[0].err == RD_KAFKA_RESP_ERR_NO_ERROR && md->topics[0].partition_cnt > 0;
-  rd_kafka_metadata_destroy(md);
-  return exists;
-}
 
 // CreateTopics for `topics`, o.partitions and o.replication_factor each; "already
 // exists" counts as success.
