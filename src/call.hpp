@@ -38,6 +38,7 @@ struct Gate {
   std::optional<std::uint64_t> version;  // the version to apply (ordering)
   std::string_view event, from, to;      // the transition (state machine)
   bool drained = false;                  // the message comes from the reorder buffer
+  std::string_view message;              // drained: the encoded message, its dead letter's body
   // Set by the step whose commit carrying `version` landed (a processed message, or a
   // dead-lettered one that uses up its version under strict ordering): the key's
   // successors may be next.

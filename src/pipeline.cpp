@@ -206,8 +206,12 @@ Decision Pipeline::dead_letter_now(EntityKey key, std::string_view id, std::opti
     g = *gate;
     g->to = {};
   }
+  std::vector<OutboxEntry> letter;
+  if (g && g->drained) letter = buffered_dead_letter(g->key, *g->version, id, g->message, why, detail);
   Status s = clock_.timed_store([&] {
-    return impl_.store->commit(commit_request(key, id, fp, Outcome::kDeadLettered, std::nullopt, g ? &*g : nullptr));
+    CommitRequest req = commit_request(key, id, fp, Outcome::kDeadLettered, std::nullopt, g ? &*g : nullptr);
+    req.outbox = letter;
+    return impl_.store->commit(req);
   });
   if (s.code() == StatusCode::kAborted) {
     (void)impl_.store->release(release_req(key, id, false));
@@ -215,7 +219,27 @@ Decision Pipeline::dead_letter_now(EntityKey key, std::string_view id, std::opti
   }
   if (!s.ok() && s.code() != StatusCode::kFailedPrecondition) return store_failure(s);
   if (s.ok() && g) gate->advanced = true;
+  if (s.ok() && !letter.empty()) dispatch_committed(letter);
   return Decision::dead_letter(why, std::move(detail));
+}
+
+std::vector<OutboxEntry> Pipeline::buffered_dead_letter(std::string_view key, std::uint64_t version,
+                                                        std::string_view id, std::string_view message, Reason why,
+                                                        std::string_view detail) const {
+  std::vector<OutboxEntry> out;
+  if (o_.ordering.dead_letter_to.empty()) return out;
+  OutboxEntry& e = out.emplace_back();
+  e.incoming_id = std::string(id);
+  e.destination = o_.ordering.dead_letter_to;
+  e.message.id = std::string(id);
+  e.message.body = std::string(message);
+  e.message.headers = {{"idem-origin", std::string(id)},
+                       {"idem-reason", std::string(reason_name(why))},
+                       {"idem-detail", std::string(detail)},
+                       {"idem-key", std::string(key)},
+                       {"idem-version", std::to_string(version)}};
+  e.created_at = clock_.last();
+  return out;
 }
 
 }  // namespace idem::detail

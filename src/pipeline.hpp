@@ -95,12 +95,19 @@ class Pipeline {
   void dispatch_committed(std::vector<OutboxEntry>& entries);
   // A duplicate of a committed id: sends its outgoing messages still unsent, if any.
   void dispatch_pending_of(std::string_view id);
+  // The outbox entry that carries the dead letter of buffered message `id` (version
+  // `version` of `key`, encoded as `message`) to ordering.dead_letter_to, to be
+  // committed with its dead-letter record; none when that option is not set.
+  std::vector<OutboxEntry> buffered_dead_letter(std::string_view key, std::uint64_t version, std::string_view id,
+                                                std::string_view message, Reason why, std::string_view detail) const;
 
   // The retry for a commit that found the entity changed by another consumer.
   Decision concurrent_update(const Status& s) const;
 
   // Commits `id` as dead-lettered (under strict ordering also using up gate's version,
-  // then gate->advanced is set) and returns dead_letter / `why`. Requests carry `key`.
+  // then gate->advanced is set; a drained message's dead letter goes into the outbox
+  // with it, see buffered_dead_letter) and returns dead_letter / `why`. Requests carry
+  // `key`.
   Decision dead_letter_now(EntityKey key, std::string_view id, std::optional<std::uint64_t> fp, Gate* gate, Reason why,
                            std::string detail);
 
@@ -202,6 +209,9 @@ class Pipeline {
   void maybe_run_buffer_timers(detail::HandlerThunk h);
   // Returns how many buffered messages left the buffer.
   std::size_t apply_gap_policy(const BufferedKey& k, detail::HandlerThunk h);
+  // The gap policy dead_letter: each of `entries` (in version order, waiting for
+  // version `missing` of `key`) is committed dead-lettered and removed from the buffer.
+  std::size_t dead_letter_gap(std::string_view key, const std::vector<BufferEntry>& entries, std::uint64_t missing);
 
   Engine& engine_;
   const ConsumerOptions& o_;

@@ -121,6 +121,7 @@ bool Pipeline::run_buffered(const BufferEntry& e, detail::HandlerThunk h) {
   g.revision = ent.revision;
   g.version = e.version;
   g.drained = true;
+  g.message = frame ? frame->message : std::string_view(e.message);
   if (!frame) {
     report(
         e,
@@ -249,30 +250,38 @@ std::size_t Pipeline::apply_gap_policy(const BufferedKey& k, detail::HandlerThun
                lowest - 1, o_.ordering.gap_timeout.count());
       return drain(k.key, h);
     }
-    case GapPolicy::kDeadLetter: {
-      std::size_t moved = 0;
-      for (const BufferEntry& e : *entries) {
-        const TimePoint now = clock_.read();
-        auto claim = clock_.timed_store([&] {
-          return impl_.store->claim({e.id, o_.owner, o_.lease, std::nullopt, now, e.key});
-        });
-        if (!claim.ok() || claim->status == ClaimStatus::kInProgress) break;
-        if (claim->status == ClaimStatus::kNew) {
-          Status s = clock_.timed_store([&] {
-            return impl_.store->commit(commit_request(k.key, e.id, std::nullopt, Outcome::kDeadLettered, std::nullopt));
-          });
-          if (!s.ok()) break;
-        }
-        (void)clock_.timed_store([&] { return impl_.store->entities()->buffer_remove(e.key, e.version); });
-        Decision d = Decision::dead_letter(Reason::kGapTimeout, "version " + std::to_string(ent->version + 1) +
-                                                                    " did not arrive within ordering.gap_timeout");
-        report(e, d, nullptr);
-        ++moved;
-      }
-      return moved;
-    }
+    case GapPolicy::kDeadLetter:
+      return dead_letter_gap(k.key, *entries, ent->version + 1);
   }
   return 0;
+}
+
+std::size_t Pipeline::dead_letter_gap(std::string_view key, const std::vector<BufferEntry>& entries,
+                                      std::uint64_t missing) {
+  const std::string detail = "version " + std::to_string(missing) + " did not arrive within ordering.gap_timeout";
+  std::size_t moved = 0;
+  for (const BufferEntry& e : entries) {
+    const TimePoint now = clock_.read();
+    auto claim =
+        clock_.timed_store([&] { return impl_.store->claim({e.id, o_.owner, o_.lease, std::nullopt, now, e.key}); });
+    if (!claim.ok() || claim->status == ClaimStatus::kInProgress) break;
+    if (claim->status == ClaimStatus::kNew) {
+      const auto frame = unframe_buffered(e.message);
+      std::vector<OutboxEntry> letter = buffered_dead_letter(
+          key, e.version, e.id, frame ? frame->message : std::string_view(e.message), Reason::kGapTimeout, detail);
+      Status s = clock_.timed_store([&] {
+        CommitRequest req = commit_request(key, e.id, std::nullopt, Outcome::kDeadLettered, std::nullopt);
+        req.outbox = letter;
+        return impl_.store->commit(req);
+      });
+      if (!s.ok()) break;
+      if (!letter.empty()) dispatch_committed(letter);
+    }
+    (void)clock_.timed_store([&] { return impl_.store->entities()->buffer_remove(e.key, e.version); });
+    report(e, Decision::dead_letter(Reason::kGapTimeout, detail), nullptr);
+    ++moved;
+  }
+  return moved;
 }
 
 void Pipeline::maybe_run_buffer_timers(detail::HandlerThunk h) {

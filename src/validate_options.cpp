@@ -14,6 +14,8 @@ namespace {
 Status validate_ordering(const ConsumerOptions& o, const ExtractorSet& x) {
   const OrderingOptions& ord = o.ordering;
   const std::string mode(ordering_name(ord.mode));
+  if (!ord.dead_letter_to.empty() && ord.mode != Ordering::kStrict)
+    return invalid_argument("ordering.dead_letter_to needs ordering.mode = strict (only strict ordering buffers)");
   if (ord.mode == Ordering::kWatermark) {
     if (!x.stream || !x.position)
       return invalid_argument("ordering.mode = watermark needs Extractors::stream and Extractors::position");
@@ -57,6 +59,10 @@ Status validate_ordering(const ConsumerOptions& o, const ExtractorSet& x) {
     if (ord.first_version && *ord.first_version == 0)
       return invalid_argument("ordering.first_version must be >= 1 (or nullopt: the first version that arrives)");
     if (ord.drain_per_call == 0) return invalid_argument("ordering.drain_per_call must be > 0");
+    if (!ord.dead_letter_to.empty() && !o.outbox.publishers)
+      return invalid_argument(
+          "ordering.dead_letter_to needs ConsumerOptions::outbox.publishers: the dead letter is written to the "
+          "outbox and sent through a publisher for that destination");
   }
   return ok_status();
 }
@@ -64,10 +70,10 @@ Status validate_ordering(const ConsumerOptions& o, const ExtractorSet& x) {
 // The transactional outbox (docs/design.md §10).
 Status validate_outbox(const ConsumerOptions& o) {
   if (!o.outbox.publishers) return ok_status();
-  if (!o.transactional)
+  if (!o.transactional && o.ordering.dead_letter_to.empty())
     return invalid_argument(
         "ConsumerOptions::outbox needs transactional = true: outgoing messages are written in the "
-        "handler's transaction, with the dedup record");
+        "handler's transaction, with the dedup record (only ordering.dead_letter_to uses it without)");
   if (o.store->outbox() == nullptr)
     return invalid_argument(
         "ConsumerOptions::outbox needs a store that keeps an outbox (sqlite:, rocksdb:, postgres://); "

@@ -54,6 +54,15 @@ struct OrderingOptions {
   std::size_t drain_per_call = 1000;   // buffered messages run per drain before it yields
                                        // to the next call or tick(); default 1000
   std::size_t gap_report_keys = 10;    // keys whose gap ages the metrics report; default 10
+  // strict: where a message dead-lettered from the reorder buffer is published, as a
+  // destination URI of outbox.publishers (e.g. an adapter's dead-letter queue). Set:
+  // the commit that records the message dead-lettered also writes it to the outbox,
+  // so it is sent at least once even if the process dies right after the commit (the
+  // outbox resends it); its id is the message's own, with the headers idem-origin
+  // (the id), idem-reason, idem-detail, idem-key and idem-version. Needs
+  // outbox.publishers. Empty (default): on_buffered alone tells of it, after the
+  // commit, and what the listener does with it is lost to a crash between the two.
+  std::string dead_letter_to;
 };
 
 // A message that left the reorder buffer (drained through the handler, dead-lettered,

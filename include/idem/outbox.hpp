@@ -75,8 +75,10 @@ using PublisherFactory = std::function<StatusOr<std::unique_ptr<Publisher>>(cons
 // ConsumerOptions::outbox.
 struct OutboxOptions {
   // Null (default): no outbox; HandlerContext::publish answers kFailedPrecondition.
-  // Set: requires ConsumerOptions::transactional and a store with
-  // an outbox, Store::outbox() (Consumer::create answers kInvalidArgument otherwise).
+  // Set: requires a store with an outbox, Store::outbox(), and
+  // ConsumerOptions::transactional, unless only ordering.dead_letter_to uses it (then
+  // HandlerContext::publish still answers kFailedPrecondition); Consumer::create
+  // answers kInvalidArgument otherwise.
   PublisherFactory publishers;
   // Messages per Publisher::publish call (and per "sent" update) at most; default 256.
   // REQUIRES: > 0.

@@ -4,7 +4,9 @@
 // dispatch: the process gone after the commit and before the publish, after the
 // publish and before the "sent" update, a publish that fails, a duplicate whose
 // outgoing messages are unsent. After each, the downstream sees every outgoing id
-// at least once and no id it should not: exactly the right set after dedup.
+// at least once and no id it should not: exactly the right set after dedup. And the
+// dead letters of buffered messages (ordering.dead_letter_to), which ride the same
+// outbox: never lost to a crash after their commit.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -19,6 +21,7 @@
 #include "idem/backend/store_wrapper.hpp"
 #include "idem/consumer.hpp"
 #include "idem/memory_store.hpp"
+#include "support/entity_messages.hpp"
 #include "support/temp_dir.hpp"
 #ifdef IDEM_TEST_SQLITE
 #include "idem/sqlite_store.hpp"
@@ -537,6 +540,118 @@ TEST_P(OutboxOn, ABatchIsSentAfterItsCommitInFewPublishCalls) {
     EXPECT_EQ(down_->publish_calls, 2 * 3) << "two destinations, 20 messages each, 8 per call";
   }
 }
+
+// --- buffered dead letters (ordering.dead_letter_to) ---------------------------------
+
+TEST(OutboxOptionsCheck, BufferedDeadLettersNeedStrictOrderingAndPublishers) {
+  test::Journal j;
+  ConsumerOptions o;
+  o.store = memory::open().value();
+  o.ordering.dead_letter_to = "fake://dlq";
+  auto unordered = test::entity_consumer(o, j);
+  ASSERT_FALSE(unordered.ok());
+  EXPECT_THAT(unordered.status().message(), HasSubstr("ordering.mode = strict"));
+  o.ordering.mode = Ordering::kStrict;
+  auto no_publishers = test::entity_consumer(o, j);
+  ASSERT_FALSE(no_publishers.ok());
+  EXPECT_EQ(no_publishers.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(no_publishers.status().message(), HasSubstr("outbox.publishers"));
+}
+
+class BufferedDeadLetterOn : public OutboxOn {
+ protected:
+  // A strict consumer over a freshly (re)opened store: a gap older than 1 s is
+  // dead-lettered, a failed run too (no retries), and the dead letters of buffered
+  // messages go to fake://dlq through the outbox.
+  void start_strict() {
+    strict_.reset();
+    store_.reset();
+    store_ = GetParam().open(dir_.str(), fault_);
+    ConsumerOptions o;
+    o.store = store_;
+    o.clock = clock_;
+    o.transactional = true;
+    o.max_retries = 0;
+    o.ordering.mode = Ordering::kStrict;
+    o.ordering.gap_policy = GapPolicy::kDeadLetter;
+    o.ordering.gap_timeout = Duration{1000};
+    o.ordering.dead_letter_to = "fake://dlq";
+    o.outbox.publishers = factory_of(down_);
+    strict_ = std::make_unique<Consumer<test::EntityMsg>>(test::entity_consumer(o, journal_).value());
+  }
+
+  std::size_t dead_letters_told() const {
+    std::size_t n = 0;
+    for (const BufferedOutcome& b : journal_.outcomes()) n += b.decision.action == Action::kDeadLetter;
+    return n;
+  }
+
+  // The header `name` of the downstream's i-th message.
+  std::string header(std::size_t i, const std::string& name) {
+    std::lock_guard lock(down_->mu);
+    for (const auto& [k, v] : down_->received.at(i).headers)
+      if (k == name) return v;
+    return "(none)";
+  }
+
+  test::Journal journal_;
+  std::unique_ptr<Consumer<test::EntityMsg>> strict_;
+};
+
+// The gap policy dead-letters two buffered versions while the dead-letter broker is
+// down, and the process dies before any resend: the restarted consumer sends both,
+// once each, with the message as buffered and headers that say why.
+TEST_P(BufferedDeadLetterOn, AGapsDeadLettersSurviveADownBrokerAndARestart) {
+  start_strict();
+  down_->up = false;
+  const auto v3 = test::versioned("e3", "acct", 3), v4 = test::versioned("e4", "acct", 4);
+  EXPECT_EQ(strict_->process(test::versioned("e1", "acct", 1)).reason, Reason::kProcessed);
+  EXPECT_EQ(strict_->process(v3).reason, Reason::kBuffered);
+  EXPECT_EQ(strict_->process(v4).reason, Reason::kBuffered);
+  clock_->advance(Duration{1001});
+  strict_->tick();
+  EXPECT_EQ(dead_letters_told(), 2u);
+  EXPECT_TRUE(down_->ids().empty());
+  EXPECT_EQ(pending().size(), 2u) << "committed with their dead-letter records";
+
+  down_->up = true;
+  start_strict();  // the restart
+  strict_->tick();
+  EXPECT_EQ(down_->ids(), (std::multiset<std::string>{"e3", "e4"}));
+  EXPECT_TRUE(pending().empty());
+  EXPECT_EQ(down_->destinations, (std::vector<std::string>{"fake://dlq", "fake://dlq"}));
+  const std::size_t i3 = down_->received.at(0).id == "e3" ? 0 : 1;
+  EXPECT_EQ(down_->received.at(i3).body, test::encode_entity_msg(v3));
+  EXPECT_EQ(header(i3, "idem-reason"), "gap_timeout");
+  EXPECT_EQ(header(i3, "idem-version"), "3");
+  strict_->tick();
+  EXPECT_EQ(down_->ids().size(), 2u) << "nothing is sent twice by later ticks";
+}
+
+// A drained message whose handler fails is dead-lettered during the drain: its dead
+// letter is sent right after that commit, and its successor runs.
+TEST_P(BufferedDeadLetterOn, ADrainedMessageThatFailsIsSentAfterItsCommit) {
+  start_strict();
+  journal_.fail("e3", true);
+  EXPECT_EQ(strict_->process(test::versioned("e1", "acct", 1)).reason, Reason::kProcessed);
+  EXPECT_EQ(strict_->process(test::versioned("e3", "acct", 3)).reason, Reason::kBuffered);
+  EXPECT_EQ(strict_->process(test::versioned("e4", "acct", 4)).reason, Reason::kBuffered);
+  EXPECT_EQ(strict_->process(test::versioned("e2", "acct", 2)).reason, Reason::kProcessed);
+  EXPECT_EQ(down_->ids(), (std::multiset<std::string>{"e3"}));
+  EXPECT_EQ(header(0, "idem-reason"), "retries_exhausted");
+  EXPECT_EQ(header(0, "idem-origin"), "e3");
+  EXPECT_EQ(header(0, "idem-key"), "acct");
+  EXPECT_EQ(header(0, "idem-version"), "3");
+  EXPECT_EQ(header(0, "idem-detail"), "told to fail");
+  EXPECT_EQ(journal_.versions(), (std::vector<std::uint64_t>{1, 2, 4})) << "v3 used up its version";
+  EXPECT_EQ(dead_letters_told(), 1u);
+  strict_->tick();
+  EXPECT_TRUE(pending().empty());
+}
+
+INSTANTIATE_TEST_SUITE_P(Stores, BufferedDeadLetterOn, ::testing::ValuesIn(backends()),
+                         [](const ::testing::TestParamInfo<Backend>& i) { return std::string(i.param.name); });
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(BufferedDeadLetterOn);
 
 INSTANTIATE_TEST_SUITE_P(Stores, OutboxOn, ::testing::ValuesIn(backends()),
                          [](const ::testing::TestParamInfo<Backend>& i) { return std::string(i.param.name); });

@@ -7,6 +7,7 @@
 
 #include "exit_codes.hpp"
 #include "idem/backend/store_uri.hpp"
+#include "idem/open_source.hpp"
 #include "idem/open_store.hpp"
 
 #ifdef IDEM_TOOL_WITH_MACHINE
@@ -44,6 +45,10 @@ void add_consumer_flags(CLI::App* cmd, ConsumerFlags* a) {
       ->check(CLI::IsMember({"hold", "skip", "dead_letter"}));
   cmd->add_option("--buffer-limit", a->buffer_limit, "Strict: buffered messages per key (default 1000)")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1'000'000}));
+  cmd->add_option("--buffered-dead-letters-to", a->buffered_dead_letters_to,
+                  "Strict: publish the dead letters of buffered messages to this URI (an 'idem publish --to' "
+                  "form) through the store's outbox, so that a crash cannot lose one (sqlite:, rocksdb:, "
+                  "postgres://)");
 }
 
 std::optional<ConsumerSettings> settings_from(const ConsumerFlags& a, std::string_view command) {
@@ -55,7 +60,8 @@ std::optional<ConsumerSettings> settings_from(const ConsumerFlags& a, std::strin
   const bool strict = s.ordering.mode == Ordering::kStrict;
   for (auto [given, name] :
        {std::pair{a.gap_timeout_ms.has_value(), "--gap-timeout-ms"},
-        std::pair{a.gap_policy.has_value(), "--gap-policy"}, std::pair{a.buffer_limit.has_value(), "--buffer-limit"}}) {
+        std::pair{a.gap_policy.has_value(), "--gap-policy"}, std::pair{a.buffer_limit.has_value(), "--buffer-limit"},
+        std::pair{a.buffered_dead_letters_to.has_value(), "--buffered-dead-letters-to"}}) {
     if (given && !strict) {
       usage_error(std::string(name) + " applies to --ordering strict only, not --ordering " + a.ordering);
       return std::nullopt;
@@ -64,6 +70,7 @@ std::optional<ConsumerSettings> settings_from(const ConsumerFlags& a, std::strin
   if (a.gap_timeout_ms) s.ordering.gap_timeout = Duration(*a.gap_timeout_ms);
   if (a.gap_policy) s.ordering.gap_policy = *gap_policy_from_name(*a.gap_policy);  // checked by CLI::IsMember
   if (a.buffer_limit) s.ordering.limits.per_key = static_cast<std::size_t>(*a.buffer_limit);
+  if (a.buffered_dead_letters_to) s.ordering.dead_letter_to = *a.buffered_dead_letters_to;
   std::optional<std::uint32_t> machine_retries;
   std::optional<Duration> machine_backoff;
   if (a.machine) {
@@ -128,6 +135,23 @@ int open_consumer_store(const ConsumerSettings& s, ConsumerOptions& o, std::stri
     return st.code() == StatusCode::kInvalidArgument ? kExitUsage : kExitFailure;
   }
   o.store = std::move(store).value();
+  return enable_buffered_dead_letters(s, o, error);
+}
+
+int enable_buffered_dead_letters(const ConsumerSettings& s, ConsumerOptions& o, std::string& error) {
+  const std::string& to = s.ordering.dead_letter_to;
+  if (to.empty()) return kExitOk;
+  if (o.store->outbox() == nullptr) {
+    error = "--buffered-dead-letters-to needs a store that keeps an outbox (sqlite:, rocksdb:, postgres://), not " +
+            redact_uri(s.store_uri);
+    return kExitUsage;
+  }
+  auto publisher = open_publisher(to);  // once now, so that a wrong URI stops the start
+  if (!publisher.ok()) {
+    error = scrub_secrets("--buffered-dead-letters-to " + redact_uri(to) + ": " + publisher.status().to_string(), to);
+    return publisher.status().code() == StatusCode::kInvalidArgument ? kExitUsage : kExitFailure;
+  }
+  o.outbox.publishers = [](const std::string& destination) { return open_publisher(destination); };
   return kExitOk;
 }
 

@@ -35,7 +35,8 @@ struct ConsumerSettings {
   Duration lease{30'000};                             // --lease-ms; in-progress lease; default 30 s
   Duration ttl{7LL * 24 * 3600 * 1000};               // --ttl-ms; how long a done id is remembered; 7 days
   bool flush_every_line = false;                      // flush the output after each line (streaming)
-  OrderingOptions ordering;                           // --ordering, --gap-timeout-ms, --gap-policy, --buffer-limit
+  OrderingOptions ordering;                           // --ordering, --gap-timeout-ms, --gap-policy, --buffer-limit,
+                                                      // --buffered-dead-letters-to
   std::shared_ptr<const StateGate> machine;           // --machine FILE; null: none
 };
 
@@ -52,6 +53,7 @@ struct ConsumerFlags {
   std::optional<std::int64_t> gap_timeout_ms;
   std::optional<std::string> gap_policy;
   std::optional<std::int64_t> buffer_limit;
+  std::optional<std::string> buffered_dead_letters_to;
   CLI::Option* store_option = nullptr;
 };
 
@@ -70,6 +72,11 @@ ConsumerOptions consumer_options_from(const ConsumerSettings& s);
 // Returns kExitOk, or the exit status after writing why to `error`: kExitUsage for a
 // bad URI or a --store the guarantee does not use, kExitFailure for a store that
 // cannot be opened.
+// With --buffered-dead-letters-to, also checks that the store keeps an outbox and
+// that a publisher for the URI opens, and sets o.outbox.publishers.
 int open_consumer_store(const ConsumerSettings& s, ConsumerOptions& o, std::string& error);
+
+// The --buffered-dead-letters-to part of open_consumer_store.
+int enable_buffered_dead_letters(const ConsumerSettings& s, ConsumerOptions& o, std::string& error);
 
 }  // namespace idem::cli
