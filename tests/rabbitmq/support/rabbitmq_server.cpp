@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -79,7 +80,8 @@ std::string text(amqp_bytes_t b) {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<RabbitServer>> RabbitServer::start(std::string address) {
+StatusOr<std::unique_ptr<RabbitServer>> RabbitServer::start(std::string address,
+                                                            std::chrono::milliseconds consumer_timeout) {
   static std::atomic<int> counter{0};
   std::unique_ptr<RabbitServer> s(new RabbitServer());
   s->address_ = std::move(address);
@@ -90,6 +92,16 @@ StatusOr<std::unique_ptr<RabbitServer>> RabbitServer::start(std::string address)
   fs::create_directories(s->dir_ / "home");
   std::ofstream(s->dir_ / "enabled_plugins") << "[].\n";
   if (s->address_ != "127.0.0.1") std::ofstream(s->dir_ / "rabbitmq.conf") << "loopback_users = none\n";
+  std::ofstream advanced(s->dir_ / "advanced.config");
+  if (consumer_timeout.count() > 0) {
+    // The channel checks its consumers' deliveries every channel_tick_interval (one
+    // minute by default, which is why the documentation allows no shorter timeout).
+    advanced << "[{rabbit, [{consumer_timeout, " << consumer_timeout.count() << "}, {channel_tick_interval, "
+             << std::max<long long>(100, consumer_timeout.count() / 4) << "}]}].\n";
+  } else {
+    advanced << "[].\n";
+  }
+  advanced.close();
   Status last = unavailable("no free ports");
   for (int attempt = 0; attempt < 3; ++attempt) {
     s->port_ = free_port();
@@ -152,6 +164,7 @@ Status RabbitServer::launch() {
                                         "RABBITMQ_LOG_BASE=" + d + "/log",
                                         "RABBITMQ_ENABLED_PLUGINS_FILE=" + d + "/enabled_plugins",
                                         "RABBITMQ_CONFIG_FILE=" + d + "/rabbitmq",
+                                        "RABBITMQ_ADVANCED_CONFIG_FILE=" + d + "/advanced.config",
                                         "RABBITMQ_ALLOW_INPUT=1",
                                         "RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS=-noinput"};
   test_support::SpawnOptions options;

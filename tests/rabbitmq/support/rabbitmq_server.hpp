@@ -8,6 +8,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -30,8 +31,11 @@ class RabbitServer {
  public:
   // Starts epmd and the node, listening for AMQP on `address` (127.0.0.1, or a
   // partition test's Host::here(), which this namespace reaches too; guest may then log
-  // in from any address), and waits until an AMQP login as guest succeeds.
-  static StatusOr<std::unique_ptr<RabbitServer>> start(std::string address = "127.0.0.1");
+  // in from any address), and waits until an AMQP login as guest succeeds. A
+  // consumer_timeout above 0 is the node's delivery acknowledgement timeout, checked
+  // every quarter of it.
+  static StatusOr<std::unique_ptr<RabbitServer>> start(
+      std::string address = "127.0.0.1", std::chrono::milliseconds consumer_timeout = std::chrono::milliseconds(0));
   // A node started on first use and stopped when the process exits; aborts the test
   // binary if it cannot start.
   static RabbitServer& shared();
