@@ -97,4 +97,65 @@ Status Host::heal() {
   return ip("route del blackhole " + there_ + "/32");
 }
 
+StatusOr<std::unique_ptr<Lan>> Lan::create(int hosts) {
+  if (::geteuid() != 0) return unavailable("network namespaces need root; this test runs as uid " +
+                                           std::to_string(::geteuid()));
+  std::unique_ptr<Lan> l(new Lan());
+  const int n = lock_slot(&l->lock_fd_);
+  if (n < 0) return unavailable("no free slot under /run/idem-netns");
+  l->prefix_ = "idemL" + std::to_string(n);
+  l->subnet_ = "10.232." + std::to_string(n) + ".";
+  l->here_ = l->subnet_ + "1";
+  l->hosts_ = hosts;
+  const std::string& p = l->prefix_;
+  const std::string sw = p + "s";
+  (void)ip("netns del " + sw);  // what a test process killed before its cleanup left
+  (void)ip("link del " + p + "r");
+  for (int i = 0; i < hosts; ++i) (void)ip("netns del " + l->netns(i));
+  std::vector<std::string> steps = {"netns add " + sw, "-n " + sw + " link add name sw0 type bridge",
+                                    "-n " + sw + " link set sw0 up", "link add " + p + "r type veth peer name " + p + "p",
+                                    "link set " + p + "p netns " + sw, "-n " + sw + " link set " + p + "p master sw0",
+                                    "-n " + sw + " link set " + p + "p up", "addr add " + l->here_ + "/24 dev " + p + "r",
+                                    "link set " + p + "r up"};
+  for (int i = 0; i < hosts; ++i) {
+    const std::string ns = l->netns(i), end = p + "h" + std::to_string(i), port = p + "q" + std::to_string(i);
+    for (const std::string& step :
+         {"netns add " + ns, "link add " + end + " type veth peer name " + port, "link set " + end + " netns " + ns,
+          "link set " + port + " netns " + sw, "-n " + sw + " link set " + port + " master sw0",
+          "-n " + sw + " link set " + port + " up", "-n " + ns + " addr add " + l->address(i) + "/24 dev " + end,
+          "-n " + ns + " link set " + end + " up", "-n " + ns + " link set lo up"})
+      steps.push_back(step);
+  }
+  for (const std::string& step : steps)
+    if (Status st = ip(step); !st.ok()) return st;
+  return l;
+}
+
+Lan::~Lan() {
+  if (!prefix_.empty()) {
+    for (int i = 0; i < hosts_; ++i) (void)ip("netns del " + netns(i));
+    (void)ip("netns del " + prefix_ + "s");  // takes the switch's ends of the veth pairs
+    (void)ip("link del " + prefix_ + "r");
+  }
+  if (lock_fd_ >= 0) ::close(lock_fd_);
+}
+
+std::string Lan::address(int host) const { return subnet_ + std::to_string(2 + host); }
+
+std::string Lan::netns(int host) const { return prefix_ + "h" + std::to_string(host); }
+
+Status Lan::enter(int host) const {
+  const std::string path = "/run/netns/" + netns(host);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return unavailable("cannot open " + path);
+  const int rc = ::setns(fd, CLONE_NEWNET);
+  ::close(fd);
+  if (rc != 0) return unavailable("setns into " + netns(host) + " failed");
+  return ok_status();
+}
+
+Status Lan::cut(int host) { return ip("-n " + prefix_ + "s link set " + prefix_ + "q" + std::to_string(host) + " down"); }
+
+Status Lan::heal(int host) { return ip("-n " + prefix_ + "s link set " + prefix_ + "q" + std::to_string(host) + " up"); }
+
 }  // namespace idem::test_support

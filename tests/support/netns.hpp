@@ -47,4 +47,37 @@ class Host {
   int fd_ = -1;       // /run/netns/NAME
 };
 
+// Simulated hosts on one switch: `hosts` network namespaces and the test's own side,
+// each with one address on a /24 (10.232.N.1 here, 10.232.N.2… for host 0…), joined
+// by veth pairs to a bridge in a namespace of its own. Every host reaches every other
+// and the test directly, so servers on different hosts can replicate to each other.
+// cut(i) takes host i's port on the switch down: its frames are dropped both ways,
+// established connections stall and new ones fail; heal(i) brings it back. Removed
+// when destroyed. Needs what Host needs.
+class Lan {
+ public:
+  static StatusOr<std::unique_ptr<Lan>> create(int hosts);
+  ~Lan();
+  Lan(const Lan&) = delete;
+  Lan& operator=(const Lan&) = delete;
+
+  int hosts() const { return hosts_; }
+  const std::string& here() const { return here_; }  // the test's address
+  std::string address(int host) const;
+  std::string netns(int host) const;  // the namespace's name, for `ip netns exec`
+  // Moves the calling thread into host i's namespace (see Host::enter).
+  Status enter(int host) const;
+
+  Status cut(int host);
+  Status heal(int host);
+
+ private:
+  Lan() = default;
+  std::string prefix_;  // "idemLN": names of the namespaces and links
+  std::string subnet_;  // "10.232.N."
+  std::string here_;
+  int hosts_ = 0;
+  int lock_fd_ = -1;
+};
+
 }  // namespace idem::test_support

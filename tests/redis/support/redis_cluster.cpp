@@ -14,17 +14,39 @@ StatusOr<std::unique_ptr<RedisCluster>> RedisCluster::start(int masters, int rep
     if (!s.ok()) return s.status();
     c->nodes_.push_back(std::move(s).value());
   }
+  if (Status s = c->create(masters, replicas); !s.ok()) return s;
+  return c;
+}
+
+StatusOr<std::unique_ptr<RedisCluster>> RedisCluster::start_on(const test_support::Lan& lan, int per_host,
+                                                               int masters, int replicas) {
+  std::unique_ptr<RedisCluster> c(new RedisCluster());
+  for (int round = 0; round < per_host; ++round) {
+    for (int h = 0; h < lan.hosts(); ++h) {  // host by host: redis-cli spreads the masters
+      ServerConfig cfg;
+      cfg.cluster = true;
+      cfg.address = lan.address(h);
+      cfg.netns = lan.netns(h);
+      auto s = RedisServer::start(cfg);
+      if (!s.ok()) return s.status();
+      c->nodes_.push_back(std::move(s).value());
+    }
+  }
+  if (Status s = c->create(masters, replicas); !s.ok()) return s;
+  return c;
+}
+
+Status RedisCluster::create(int masters, int replicas) {
   std::vector<std::string> argv = {"redis-cli", "--cluster", "create"};
-  for (auto& n : c->nodes_) argv.push_back("127.0.0.1:" + std::to_string(n->port()));
+  for (auto& n : nodes_) argv.push_back(n->address() + ":" + std::to_string(n->port()));
   argv.insert(argv.end(), {"--cluster-replicas", std::to_string(replicas), "--cluster-yes"});
-  const auto log = c->nodes_.front()->dir() / "cluster-create.log";
+  const auto log = nodes_.front()->dir() / "cluster-create.log";
   auto rc = run_program(argv, log, 60'000);
   if (!rc.ok()) return rc.status();
   if (*rc != 0)
     return unavailable("redis-cli --cluster create failed (exit " + std::to_string(*rc) + "), see " + log.string());
-  if (Status s = c->wait_ok(30'000); !s.ok()) return s;
-  if (Status s = c->wait_replicas_synced(static_cast<std::size_t>(masters * replicas), 30'000); !s.ok()) return s;
-  return c;
+  if (Status s = wait_ok(30'000); !s.ok()) return s;
+  return wait_replicas_synced(static_cast<std::size_t>(masters * replicas), 30'000);
 }
 
 Status RedisCluster::wait_replicas_synced(std::size_t expected, int timeout_ms) {
@@ -52,7 +74,7 @@ std::string RedisCluster::uri() const {
   for (const auto& n : nodes_) {
     if (!first) u += ",";
     first = false;
-    u += "127.0.0.1:" + std::to_string(n->port());
+    u += n->address() + ":" + std::to_string(n->port());
   }
   return u + "?cluster=1";
 }
@@ -65,9 +87,10 @@ RedisServer* RedisCluster::master_of(int slot) {
     for (const Reply& range : r->elements) {
       if (range.elements.size() < 3) continue;
       if (range.elements[0].integer <= slot && slot <= range.elements[1].integer) {
+        const std::string& address = range.elements[2].elements[0].str;
         const auto port = range.elements[2].elements[1].integer;
         for (auto& m : nodes_)
-          if (m->port() == port) return m.get();
+          if (m->port() == port && (address.empty() || m->address() == address)) return m.get();
       }
     }
     return nullptr;

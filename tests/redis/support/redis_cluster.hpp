@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "support/netns.hpp"
 #include "support/redis_server.hpp"
 
 namespace idem::redis_test {
@@ -15,8 +16,13 @@ class RedisCluster {
   // Starts the servers, creates the cluster and waits until every node reports
   // cluster_state:ok with all 16384 slots and every replica is in sync.
   static StatusOr<std::unique_ptr<RedisCluster>> start(int masters = 3, int replicas = 1);
+  // The same over a partition test's hosts: `per_host` nodes on each host of `lan`,
+  // with masters * (1 + replicas) == lan.hosts() * per_host. redis-cli puts the
+  // masters on different hosts and no replica on its master's host.
+  static StatusOr<std::unique_ptr<RedisCluster>> start_on(const test_support::Lan& lan, int per_host, int masters,
+                                                           int replicas);
 
-  // "redis://127.0.0.1:P1,127.0.0.1:P2?cluster=1" over all nodes.
+  // "redis://ADDRESS1:P1,ADDRESS2:P2?cluster=1" over all nodes.
   std::string uri() const;
   std::vector<std::unique_ptr<RedisServer>>& nodes() { return nodes_; }
   // The node serving `slot` as master (asked of any live node), or nullptr.
@@ -32,6 +38,9 @@ class RedisCluster {
  private:
   // Waits until every master with a replica has had a write stream acknowledged.
   Status wait_streaming(int timeout_ms);
+
+  // Makes a cluster of the started nodes_ and waits until it serves every slot.
+  Status create(int masters, int replicas);
 
   std::vector<std::unique_ptr<RedisServer>> nodes_;
 };

@@ -63,7 +63,7 @@ RedisServer::~RedisServer() {
 
 std::string RedisServer::uri() const {
   std::string auth = config_.password.empty() ? "" : ":" + config_.password + "@";
-  return "redis://" + auth + "127.0.0.1:" + std::to_string(port_);
+  return "redis://" + auth + config_.address + ":" + std::to_string(port_);
 }
 
 Status RedisServer::launch() {
@@ -71,7 +71,7 @@ Status RedisServer::launch() {
                                    "--port",
                                    std::to_string(port_),
                                    "--bind",
-                                   "127.0.0.1",
+                                   config_.address,
                                    "--dir",
                                    dir_.string(),
                                    "--daemonize",
@@ -95,6 +95,9 @@ Status RedisServer::launch() {
   }
   if (!config_.password.empty()) argv.insert(argv.end(), {"--requirepass", config_.password});
   argv.insert(argv.end(), config_.extra.begin(), config_.extra.end());
+  // A partition test's host: reached from other hosts, so not loopback-only.
+  if (config_.address != "127.0.0.1") argv.insert(argv.end(), {"--protected-mode", "no"});
+  if (!config_.netns.empty()) argv.insert(argv.begin(), {"ip", "netns", "exec", config_.netns});  // execs: same PID
   pid_ = spawn(argv, dir_ / "stdout.log");
   if (pid_ < 0) return unavailable("fork failed");
   Status s = wait_ready(10'000);
@@ -140,7 +143,7 @@ StatusOr<Reply> RedisServer::command(const std::vector<std::string>& argv) const
   o.connect_timeout = Duration(500);
   o.command_timeout = Duration(5000);
   o.password = config_.password;
-  auto c = redis::detail::Connection::open({"127.0.0.1", port_}, o);
+  auto c = redis::detail::Connection::open({config_.address, port_}, o);
   if (!c.ok()) return c.status();
   return (*c)->call(argv);
 }

@@ -1,7 +1,8 @@
 // Test support: real redis-server processes on 127.0.0.1, on free ports, each in its
 // own temporary directory, with readiness checks; stopped by PID when the object is
 // destroyed, and killed by the kernel if the test process dies first
-// (PR_SET_PDEATHSIG). Never touches any address but 127.0.0.1.
+// (PR_SET_PDEATHSIG). Never touches any address but 127.0.0.1, or a partition test's
+// own hosts.
 #pragma once
 
 #include <sys/types.h>
@@ -25,6 +26,10 @@ struct ServerConfig {
   int cluster_node_timeout_ms = 1000;
   std::string password;              // requirepass; empty: none
   std::vector<std::string> extra;    // more arguments, e.g. {"--replicaof", "127.0.0.1", "1234"}
+  // Where it listens, and the network namespace it runs in (`ip netns exec`; empty:
+  // this process's): a partition test's host (support/netns.hpp).
+  std::string address = "127.0.0.1";
+  std::string netns;
 };
 
 class RedisServer {
@@ -37,10 +42,11 @@ class RedisServer {
   RedisServer& operator=(const RedisServer&) = delete;
 
   std::uint16_t port() const { return port_; }
+  const std::string& address() const { return config_.address; }
   pid_t pid() const { return pid_; }
   bool running() const { return pid_ > 0; }
   const std::filesystem::path& dir() const { return dir_; }
-  // "redis://127.0.0.1:PORT" (with the password when one is set).
+  // "redis://ADDRESS:PORT" (with the password when one is set).
   std::string uri() const;
 
   // SIGKILL and reap: a crash (what the AOF holds survives). Idempotent.
