@@ -21,7 +21,7 @@ IDEM_PACKAGES=(
   postgresql-15 libpq-dev
   ccache
   clang libclang-rt-14-dev
-  iproute2 python3 nodejs
+  iproute2 nftables python3 nodejs
 )
 
 idem_install_packages() {

@@ -335,6 +335,7 @@ void run_partition_test(Broker& broker, const Mode& mode, const KillOptions& o, 
   const std::string log_there = dir.sub("there.log"), log_here = dir.sub("here.log");
   std::vector<std::string> there = consume_args(broker, mode, o, db);
   *(std::find(there.begin(), there.end(), "--source") + 1) = broker.source_uri_from(host.here(), o.topic, o.group);
+  ASSERT_TRUE(host.lose(p.loss_percent).ok());
   const pid_t cut_off = spawn_idem(there, log_there, &host);
   const pid_t here = spawn_idem(consume_args(broker, mode, o, db), log_here);
   for (int i = 0; i < p.cuts; ++i) {
@@ -351,10 +352,11 @@ void run_partition_test(Broker& broker, const Mode& mode, const KillOptions& o, 
   const std::size_t duplicates =
       lines_with(log_there, "\"reason\":\"duplicate\"") + lines_with(log_here, "\"reason\":\"duplicate\"");
   if (::testing::Test::HasFailure()) return;  // the line below states what the checks found
-  std::printf("partition %s: %d cuts of %lld ms (lease %s ms) between a consumer and its broker; %zu messages, "
-              "%zu effects each once (%zu by the cut consumer, %zu by the other), %zu duplicates absorbed, lost 0\n",
-              p.label.c_str(), p.cuts, static_cast<long long>(p.cut_for.count()), o.lease_ms.c_str(), w.lines.size(),
-              w.valid_ids.size(), applied_there, applied_here, duplicates);
+  std::printf("partition %s: %d cuts of %lld ms and %d%% packet loss (lease %s ms) between a consumer and its "
+              "broker; %zu messages, %zu effects each once (%zu by the consumer on the host, %zu by the other), %zu "
+              "duplicates absorbed, lost 0\n",
+              p.label.c_str(), p.cuts, static_cast<long long>(p.cut_for.count()), p.loss_percent, o.lease_ms.c_str(),
+              w.lines.size(), w.valid_ids.size(), applied_there, applied_here, duplicates);
 }
 
 }  // namespace idem::consume_kills

@@ -82,9 +82,11 @@ void run_kill_test(Broker& broker, const Mode& mode, const KillOptions& options 
 // Broker::source_uri_from(host.here(), …), where the broker must listen too); the link is
 // cut `cuts` times for `cut_for` (longer than the lease: the other consumer takes the
 // cut one's deliveries over) with `between` of service before each cut. Both must
-// reconnect by themselves and exit at idle. Prints one line of figures.
+// reconnect by themselves and exit at idle. With loss_percent, the link also drops that
+// share of its packets, at random, for the whole run. Prints one line of figures.
 struct PartitionOptions {
   std::string label;  // the broker's name in the printed line
+  int loss_percent = 0;
   int cuts = 3;
   std::chrono::milliseconds cut_for{3000};
   std::chrono::milliseconds between{1500};

@@ -25,6 +25,11 @@ Status ip(const std::string& args) {
   return ok_status();
 }
 
+// Runs `nft ARGS` in namespace ns.
+Status nft(const std::string& ns, const std::string& args) {
+  return ip("netns exec " + ns + " nft " + args);
+}
+
 // Slot N (1..250) of this machine, held through a lock file while the host lives, so
 // that test processes running side by side never share an address range.
 int lock_slot(int* lock_fd) {
@@ -95,6 +100,19 @@ Status Host::cut() {
 Status Host::heal() {
   if (Status s = ip("-n " + name_ + " route del blackhole " + here_ + "/32"); !s.ok()) return s;
   return ip("route del blackhole " + there_ + "/32");
+}
+
+Status Host::lose(int percent) {
+  (void)nft(name_, "delete table inet idem_loss");
+  if (percent <= 0) return ok_status();
+  const std::string rule = "numgen random mod 100 '<' " + std::to_string(percent) + " drop";
+  for (const std::string& step :
+       {std::string("add table inet idem_loss"),
+        std::string("add chain inet idem_loss in '{ type filter hook input priority 0; }'"),
+        std::string("add chain inet idem_loss out '{ type filter hook output priority 0; }'"),
+        "add rule inet idem_loss in " + rule, "add rule inet idem_loss out " + rule})
+    if (Status s = nft(name_, step); !s.ok()) return s;
+  return ok_status();
 }
 
 StatusOr<std::unique_ptr<Lan>> Lan::create(int hosts) {

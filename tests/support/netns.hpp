@@ -7,7 +7,7 @@
 // stall and new ones fail, as when a real network partitions; heal() undoes it and
 // stalled connections resume. Removed (namespace and veth) when destroyed.
 //
-// Needs root (CAP_NET_ADMIN) and `ip` from iproute2. Tests that cannot have a host
+// Needs root (CAP_NET_ADMIN) and `ip` from iproute2 (lose(): `nft` too). Tests that cannot have a host
 // skip with the reason (GTEST_SKIP() << reason); CI runs as root and none skips.
 #pragma once
 
@@ -38,6 +38,10 @@ class Host {
 
   Status cut();
   Status heal();
+  // Drops `percent` of the packets that enter or leave the host, at random (an
+  // nftables rule in its namespace; `nft` from Debian's nftables). 0 removes it.
+  // Delay is not offered: that needs tc's netem, which not every kernel has.
+  Status lose(int percent);
 
  private:
   Host() = default;
