@@ -2,7 +2,7 @@
 # Quick start, command 2: install what is missing, build, run the whole test suite in
 # an optimised build (RelWithDebInfo, what users run) and a two-minute soak of `idem
 # consume` (scripts/soak.sh), then the suite again under ASan+UBSan, then
-# its threaded parts under TSan, then fuzzes every parser of outside input for 30 s per
+# its threaded parts under TSan, then fuzzes every parser of outside input for 20 s per
 # target (scripts/fuzz.sh, clang, its own build tree). Each step prints its time. CI's
 # hard limit is 90 minutes on 2 CPUs; the whole run is kept within 60 (the measured
 # figures are in docs/CONTRIBUTING.md).
@@ -61,7 +61,7 @@ if [[ "${IDEM_TEST_SANITIZERS:-1}" != 0 ]]; then
 fi
 if [[ "${IDEM_TEST_FUZZ:-1}" != 0 ]]; then
   fuzz_start=$SECONDS
-  echo "== idem tests: fuzz (30 s per target) =="
+  echo "== idem tests: fuzz (20 s per target) =="
   "$IDEM_ROOT/scripts/fuzz.sh"
   echo "== idem tests: fuzz passed in $((SECONDS - fuzz_start)) s =="
 fi
