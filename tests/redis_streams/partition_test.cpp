@@ -14,29 +14,26 @@
 namespace idem::redis_streams_test {
 namespace {
 
-TEST(RedisStreamsPartition, AConsumerCutPastItsLeaseLosesNothingAndReconnects) {
+// A Redis server on 127.0.0.1 and the host's link, and the partition test over it.
+void run_on_a_host(const consume_kills::PartitionOptions& options) {
   auto host = test_support::Host::create();
   if (!host.ok()) GTEST_SKIP() << "no network namespace for this test: " << host.status().message();
   auto server = redis_test::RedisServer::start(
       {.extra = {"--bind", "127.0.0.1", (*host)->here(), "--protected-mode", "no"}});
   ASSERT_TRUE(server.ok()) << server.status().to_string();
   StreamBroker broker(**server);
-  consume_kills::run_partition_test(broker, consume_kills::Mode{"strict", true, "1"}, {}, **host,
-                                    {.label = "redis streams"});
+  consume_kills::run_partition_test(broker, consume_kills::Mode{"strict", true, "1"}, {}, **host, options);
+}
+
+TEST(RedisStreamsPartition, AConsumerCutPastItsLeaseLosesNothingAndReconnects) {
+  run_on_a_host({.label = "redis streams"});
 }
 
 // The same consumer on a link that drops 20% of its packets for the whole run: TCP
 // retransmits stretch its calls past the lease now and then, the other consumer
 // claims what it held, and the checks still hold.
 TEST(RedisStreamsPartition, AConsumerOnALossyLinkLosesNothing) {
-  auto host = test_support::Host::create();
-  if (!host.ok()) GTEST_SKIP() << "no network namespace for this test: " << host.status().message();
-  auto server = redis_test::RedisServer::start(
-      {.extra = {"--bind", "127.0.0.1", (*host)->here(), "--protected-mode", "no"}});
-  ASSERT_TRUE(server.ok()) << server.status().to_string();
-  StreamBroker broker(**server);
-  consume_kills::run_partition_test(broker, consume_kills::Mode{"strict", true, "1"}, {}, **host,
-                                    {.label = "redis streams", .loss_percent = 20, .cuts = 0});
+  run_on_a_host({.label = "redis streams", .loss_percent = 20, .cuts = 0});
 }
 
 }  // namespace
