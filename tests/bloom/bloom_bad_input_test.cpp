@@ -60,6 +60,7 @@ TEST(BloomBadInput, OptionsThatCannotBeMet) {
   }
   for (const char* uri :
        {"bloom:?capacity=0", "bloom:?fp=1", "bloom:?fp=abc", "bloom:?window=0", "bloom:?window=-1h", "bloom:?window=5x",
+        "bloom:?window=-999999999919999999d", "bloom:?window=9999999999999999999d",
         "bloom:?generations=0", "bloom:?colour=red", "bloom+rocksdb:/tmp/x?capacity=0", "bloom+nothing:/tmp/x"}) {
     auto s = open_store(uri);
     ASSERT_FALSE(s.ok()) << uri;

@@ -28,6 +28,7 @@ StatusOr<Duration> parse_duration(const std::string& text) {
     scale = 86'400'000;
   else
     return invalid_argument("bloom: window \"" + text + "\" has an unknown unit (ms, s, m, h or d)");
+  if (n <= 0) return invalid_argument("bloom: window \"" + text + "\" must be positive");
   if (n > std::numeric_limits<std::int64_t>::max() / scale)
     return invalid_argument("bloom: window \"" + text + "\" is too long");
   return Duration(n * scale);
