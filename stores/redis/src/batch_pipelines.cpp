@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "cluster/key_slot.hpp"
 #include "record_codec.hpp"
 
 namespace idem::redis::detail {
@@ -40,11 +41,14 @@ void FreshClaims::take(std::size_t k, const ReplyView& r) {
 
 CommitMany::CommitMany(const RedisStoreImpl& store, const Options& o, const Script& script,
                        std::span<const CommitRequest> requests, std::span<const std::size_t> where,
-                       std::vector<Status>& out, std::size_t max_keys)
+                       std::vector<Status>& out, std::size_t max_keys, bool by_slot)
     : store_(store), o_(o), script_(script), requests_(requests), where_(where), out_(out) {
+  int group_slot = -1;
   for (std::size_t k = 0; k < where_.size(); ++k) {
-    const bool fits =
-        !groups_.empty() && k - groups_.back().first < max_keys && shareable(request(groups_.back().first), request(k));
+    const int slot = by_slot ? key_slot(store_.key_of(request(k).id)) : 0;
+    const bool fits = !groups_.empty() && k - groups_.back().first < max_keys && slot == group_slot &&
+                      shareable(request(groups_.back().first), request(k));
+    group_slot = slot;
     if (fits) {
       groups_.back().second = k + 1;
     } else {

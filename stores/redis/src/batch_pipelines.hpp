@@ -1,8 +1,7 @@
-// The record batches of a standalone server as encoded pipelines (EncodedPipeline):
-// each request is written straight into the connection's RESP buffer and each answer
-// is read in place, so that a batch costs no Command, argv or Reply per request. A
-// cluster, and a commit that waits for replicas, use the Command path instead
-// (redis_store.cpp); both paths answer alike.
+// The record batches as encoded pipelines (EncodedPipeline): each request is written
+// straight into the connection's RESP buffer and each answer is read in place, so
+// that a batch costs no Command, argv or Reply per request. A commit that waits for
+// replicas uses the Command path instead (redis_store.cpp); both paths answer alike.
 #pragma once
 
 #include <cstddef>
@@ -31,6 +30,7 @@ class FreshClaims final : public EncodedPipeline {
   void encode(std::size_t k, bool eval, RespWriter& w) override;
   void take(std::size_t k, const ReplyView& r) override;
   void fail(std::size_t k, const Status& s) override { out_[where_[k]] = s; }
+  std::string key(std::size_t k) const override { return store_.key_of(requests_[where_[k]].id); }
 
  private:
   const RedisStoreImpl& store_;
@@ -44,20 +44,22 @@ class FreshClaims final : public EncodedPipeline {
 
 // commit_batch_plain's round trip without WAIT: the commits requests[where[k]] (valid,
 // in order) as commit_many scripts of up to max_keys commits that share owner, now and
-// ttl (those arguments sent once). Each commit's Status lands in out[where[k]], as
-// decode_commit answers the single commit script.
+// ttl (those arguments sent once) and, when by_slot (a cluster), one key slot. Each
+// commit's Status lands in out[where[k]], as decode_commit answers the single commit
+// script.
 class CommitMany final : public EncodedPipeline {
  public:
   // REQUIRES: o.wait_replicas <= 0; max_keys > 0.
   CommitMany(const RedisStoreImpl& store, const Options& o, const Script& script,
              std::span<const CommitRequest> requests, std::span<const std::size_t> where, std::vector<Status>& out,
-             std::size_t max_keys);
+             std::size_t max_keys, bool by_slot);
 
   // The number of scripts.
   std::size_t size() const override { return groups_.size(); }
   void encode(std::size_t g, bool eval, RespWriter& w) override;
   void take(std::size_t g, const ReplyView& r) override;
   void fail(std::size_t g, const Status& s) override;
+  std::string key(std::size_t g) const override { return store_.key_of(request(groups_[g].first).id); }
 
  private:
   const CommitRequest& request(std::size_t k) const { return requests_[where_[k]]; }

@@ -161,32 +161,52 @@ StatusOr<ReplyView> Connection::read_view() {
 }
 
 void Connection::run(EncodedPipeline& p) {
-  std::vector<std::size_t> again;  // the script calls answered NOSCRIPT (rare)
-  // Round 0 sends every command; round 1, as EVAL, the scripts the node did not know.
-  for (int round = 0; round < 2; ++round) {
-    const std::size_t n = round == 0 ? p.size() : again.size();
-    if (n == 0) return;
-    std::vector<std::size_t> todo;
-    if (round == 1) todo.swap(again);
-    auto index = [&](std::size_t k) { return round == 0 ? k : todo[k]; };
-    out_.clear();
-    for (std::size_t k = 0; k < n; ++k) p.encode(index(k), round == 1, out_);
-    append_out();
-    for (std::size_t k = 0; k < n; ++k) {
-      auto r = read_view();
-      if (!r.ok()) {
-        const Status lost = unavailable("redis: connection to " + to_string(at_) + " lost before the reply");
-        for (; k < n; ++k) p.fail(index(k), lost);
-        return;
-      }
-      if (round == 0 && r->error_is("NOSCRIPT")) {
-        again.push_back(k);
+  std::vector<Encoded> cmds(p.size());
+  for (std::size_t i = 0; i < cmds.size(); ++i) cmds[i].index = i;
+  // Round 0 sends every command; round 1, as EVAL, the scripts the node did not know
+  // (rare).
+  for (int round = 0; round < 2 && !cmds.empty(); ++round) {
+    std::vector<Encoded> again;
+    send(p, cmds);
+    const std::size_t read = receive(cmds, [&](std::size_t k, const ReplyView& r) {
+      if (round == 0 && r.error_is("NOSCRIPT")) {
+        again.push_back({cmds[k].index, true, false});
       } else {
-        p.take(index(k), *r);
+        p.take(cmds[k].index, r);
       }
+    });
+    if (read < cmds.size()) {
+      const Status lost = unavailable("redis: connection to " + to_string(at_) + " lost before the reply");
+      for (std::size_t k = read; k < cmds.size(); ++k) p.fail(cmds[k].index, lost);
+      return;
     }
-    drop_view();
+    cmds.swap(again);
   }
+}
+
+void Connection::send(EncodedPipeline& p, std::span<const Encoded> cmds) {
+  out_.clear();
+  for (const Encoded& c : cmds) {
+    if (c.asking) {
+      out_.command(1);
+      out_.arg("ASKING");
+    }
+    p.encode(c.index, c.eval, out_);
+  }
+  append_out();
+  flush();
+}
+
+std::size_t Connection::receive(std::span<const Encoded> cmds,
+                                const std::function<void(std::size_t, const ReplyView&)>& seen) {
+  for (std::size_t k = 0; k < cmds.size(); ++k) {
+    if (cmds[k].asking && !read_view().ok()) return k;
+    auto r = read_view();
+    if (!r.ok()) return k;
+    seen(k, *r);
+  }
+  drop_view();
+  return cmds.size();
 }
 
 void Connection::flush() {

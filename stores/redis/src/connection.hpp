@@ -2,6 +2,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -46,6 +47,16 @@ class EncodedPipeline {
   virtual void take(std::size_t i, const ReplyView& r) = 0;
   // Command i got no reply (kUnavailable: the connection failed or was not there).
   virtual void fail(std::size_t i, const Status& s) = 0;
+  // The key command i touches: a cluster routes the command by its slot. A script's
+  // keys all share one slot, and this is the first of them.
+  virtual std::string key(std::size_t i) const = 0;
+};
+
+// One command of an EncodedPipeline as a connection sends it.
+struct Encoded {
+  std::size_t index = 0;  // into the pipeline
+  bool eval = false;      // EVAL with the body, not EVALSHA (after NOSCRIPT)
+  bool asking = false;    // preceded by ASKING (a cluster's ASK redirection)
 };
 
 // A connected, authenticated connection. Not thread-safe: one user at a time.
@@ -78,6 +89,13 @@ class Connection {
   // node does not know (NOSCRIPT) is sent again as EVAL, in one more round trip. On
   // an I/O error the commands not answered yet fail() and the connection is broken.
   void run(EncodedPipeline& p);
+  // The two halves of run() without its NOSCRIPT round, for sending to several
+  // nodes before reading any. send() writes the commands cmds of p in one write;
+  // receive() reads their replies in order (not ASKING's) and hands each to
+  // seen(k, reply), k indexing cmds. receive() returns how many replies it read:
+  // fewer than cmds.size() after an I/O error, which breaks the connection.
+  void send(EncodedPipeline& p, std::span<const Encoded> cmds);
+  std::size_t receive(std::span<const Encoded> cmds, const std::function<void(std::size_t, const ReplyView&)>& seen);
 
   bool broken() const { return broken_; }
   // False iff the server closed the connection while it sat idle (checked without

@@ -21,10 +21,9 @@ class Executor {
   // wait_replicas > 0, a WAIT follows the commands on each node and every reply
   // carries replicas_acked. Thread-safe.
   virtual std::vector<StatusOr<Reply>> run(std::span<const Command> cmds, int wait_replicas, Duration wait_timeout) = 0;
-  // Runs p on the one node of a standalone server (Connection::run): returns true.
-  // Returns false, running nothing, on an executor with several nodes (a cluster),
-  // where the caller uses run(). Thread-safe.
-  virtual bool run_encoded(EncodedPipeline&) { return false; }
+  // As run(), without WAIT, for commands that encode themselves: p.take() or p.fail()
+  // is called once per command. Thread-safe.
+  virtual void run_encoded(EncodedPipeline& p) = 0;
   // Runs one keyless command on some reachable node.
   virtual StatusOr<Reply> run_anywhere(const std::vector<std::string>& argv) = 0;
   // True iff one script may touch both keys.

@@ -345,7 +345,7 @@ std::vector<StatusOr<ClaimResult>> RedisStoreImpl::claim_batch_plain(std::span<c
     }
   }
   FreshClaims fresh(*this, o_, requests, where, out, scripted);
-  if (!where.empty() && !ex_->run_encoded(fresh)) fresh_claims_by_command(requests, where, out, scripted);
+  if (!where.empty()) ex_->run_encoded(fresh);
   if (scripted.empty()) return out;
   std::sort(scripted.begin(), scripted.end());
   std::vector<Command> cmds;
@@ -355,25 +355,6 @@ std::vector<StatusOr<ClaimResult>> RedisStoreImpl::claim_batch_plain(std::span<c
     out[scripted[k]] = a.ok() ? decode_claim(**a, cmds[k].keys[0]) : StatusOr<ClaimResult>(a.status());
   });
   return out;
-}
-
-void RedisStoreImpl::fresh_claims_by_command(std::span<const ClaimRequest> requests, std::span<const std::size_t> where,
-                                             std::vector<StatusOr<ClaimResult>>& out,
-                                             std::vector<std::size_t>& scripted) {
-  std::vector<Command> sets;
-  sets.reserve(where.size());
-  for (std::size_t i : where) sets.push_back(fresh_claim_cmd(requests[i]));
-  auto replies = ex_->run(sets, 0, o_.wait_timeout);
-  for (std::size_t k = 0; k < sets.size(); ++k) {
-    auto granted = fresh_claim_answer(replies[k], sets[k].keys[0]);
-    if (!granted.ok()) {
-      out[where[k]] = granted.status();
-    } else if (*granted) {
-      out[where[k]] = ClaimResult::granted(0);
-    } else {
-      scripted.push_back(where[k]);  // the key exists: the script decides
-    }
-  }
 }
 
 // Requests with an entity write go to commit_entities (in one more round trip).
@@ -392,10 +373,10 @@ std::vector<Status> RedisStoreImpl::commit_batch(std::span<const CommitRequest> 
   return out;
 }
 
-// One round trip. On a cluster one commit script per request (each in its own
-// slot); on a standalone server commit_many scripts of up to kKeysPerScript commits
-// that share owner, now and ttl (those arguments sent once), answering one byte per
-// commit: encoded in place (CommitMany) unless a WAIT follows.
+// One round trip (per node, the nodes in parallel): commit_many scripts of up to
+// kKeysPerScript commits that share owner, now, ttl and, on a cluster, a key slot
+// (those arguments sent once), answering one byte per commit: encoded in place
+// (CommitMany) unless a WAIT follows.
 std::vector<Status> RedisStoreImpl::commit_batch_plain(std::span<const CommitRequest> requests) {
   std::vector<Status> out(requests.size());
   std::vector<std::size_t> where;
@@ -407,9 +388,10 @@ std::vector<Status> RedisStoreImpl::commit_batch_plain(std::span<const CommitReq
       where.push_back(i);
     }
   }
-  if (!o_.cluster && where.size() >= 2 && o_.wait_replicas <= 0) {
-    CommitMany many(*this, o_, commit_many_, requests, where, out, kKeysPerScript);
-    if (ex_->run_encoded(many)) return out;
+  if (where.size() >= 2 && o_.wait_replicas <= 0) {
+    CommitMany many(*this, o_, commit_many_, requests, where, out, kKeysPerScript, o_.cluster);
+    ex_->run_encoded(many);
+    return out;
   }
   std::vector<Command> cmds;
   cmds.reserve(where.size());

@@ -103,10 +103,6 @@ class RedisStoreImpl final : public RedisStore, public EntityStore {
   std::string id_key(std::string_view id, const std::optional<std::string_view>& entity_key) const;
   StatusOr<std::optional<RecordInfo>> inspect_key(const std::string& key, TimePoint now);
   std::vector<StatusOr<ClaimResult>> claim_batch_plain(std::span<const ClaimRequest> requests);
-  // claim_batch_plain's first round trip on a cluster (FreshClaims' answers, from
-  // fresh_claim_cmd's): out[i] granted or failed, or i appended to *scripted.
-  void fresh_claims_by_command(std::span<const ClaimRequest> requests, std::span<const std::size_t> where,
-                               std::vector<StatusOr<ClaimResult>>& out, std::vector<std::size_t>& scripted);
   std::vector<Status> commit_batch_plain(std::span<const CommitRequest> requests);
   // commit_batch_plain on a standalone server with WAIT: cmds (commit_cmd's, valid
   // requests, at out[where[k]]) merged into commit_many scripts.

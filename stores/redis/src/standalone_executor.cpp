@@ -20,15 +20,14 @@ class StandaloneExecutor final : public Executor {
     return out;
   }
 
-  bool run_encoded(EncodedPipeline& p) override {
+  void run_encoded(EncodedPipeline& p) override {
     auto conn = pool_.borrow();
     if (!conn.ok()) {
       for (std::size_t i = 0; i < p.size(); ++i) p.fail(i, conn.status());
-      return true;
+      return;
     }
     (*conn)->run(p);
     pool_.give_back(std::move(conn).value());
-    return true;
   }
 
   StatusOr<Reply> run_anywhere(const std::vector<std::string>& argv) override {

@@ -3,6 +3,7 @@
 #include <charconv>
 #include <map>
 #include <mutex>
+#include <numeric>
 #include <shared_mutex>
 #include <thread>
 
@@ -147,6 +148,23 @@ class ClusterExecutor final : public Executor {
     return out;
   }
 
+  // As run(), for commands that encode themselves: one round per retry, each sending
+  // to every node before reading any.
+  void run_encoded(EncodedPipeline& p) override {
+    EncodedState st(p.size());
+    std::vector<std::size_t> todo(p.size());
+    std::iota(todo.begin(), todo.end(), std::size_t{0});
+    int pauses = 0;
+    while (!todo.empty()) {
+      Round r = encoded_round(p, todo, st);
+      todo = std::move(r.retry);
+      if (todo.empty() || (r.pause && ++pauses > o_.cluster_retries)) break;
+      if (r.pause) std::this_thread::sleep_for(o_.cluster_retry_delay);
+      if (r.refresh) (void)refresh(r.hint, r.generation);
+    }
+    for (std::size_t i : todo) p.fail(i, st.why[i]);
+  }
+
   StatusOr<Reply> run_anywhere(const std::vector<std::string>& argv) override {
     Status last = unavailable("redis cluster: no node known");
     for (const Endpoint& e : candidates(std::nullopt)) {
@@ -167,6 +185,114 @@ class ClusterExecutor final : public Executor {
   bool same_slot(const std::string& a, const std::string& b) const override { return key_slot(a) == key_slot(b); }
 
  private:
+  // Per command of one run_encoded call: where its next try goes, and why it was held
+  // back (its Status if the retries run out).
+  struct EncodedState {
+    explicit EncodedState(std::size_t n)
+        : ask(n), eval(n, false), redirects(n, 0), why(n, unavailable("redis cluster: not run")) {}
+    std::vector<std::optional<Endpoint>> ask;
+    std::vector<bool> eval;  // the node answered NOSCRIPT: send the body
+    std::vector<int> redirects;
+    std::vector<Status> why;
+  };
+  // What one round leaves to the next.
+  struct Round {
+    std::uint64_t generation = 0;  // of the slot map the round routed by
+    std::vector<std::size_t> retry;
+    bool refresh = false;
+    bool pause = false;
+    std::optional<Endpoint> hint;  // where a MOVED pointed
+  };
+  struct NodeBatch {
+    std::shared_ptr<NodePool> pool;
+    std::unique_ptr<Connection> conn;
+    std::vector<Encoded> cmds;
+  };
+
+  // Sends the commands todo of p to their nodes, then reads every node.
+  Round encoded_round(EncodedPipeline& p, const std::vector<std::size_t>& todo, EncodedState& st) {
+    Round out;
+    out.generation = generation();
+    const auto map = current();
+    std::map<std::string, NodeBatch> nodes;
+    for (std::size_t i : todo) {
+      std::optional<Endpoint> to = st.ask[i] ? st.ask[i] : map->master_of(key_slot(p.key(i)));
+      if (!to) {
+        hold(i, unavailable("redis cluster: no node serves the slot of this key"), st, out);
+        out.refresh = out.pause = true;
+        continue;
+      }
+      NodeBatch& node = nodes[to_string(*to)];
+      if (!node.pool) node.pool = pool_for(*to);
+      node.cmds.push_back({i, st.eval[i], st.ask[i].has_value()});
+      st.ask[i].reset();
+    }
+    for (auto& [addr, node] : nodes) {
+      auto c = node.pool->borrow();
+      if (!c.ok()) {
+        for (const Encoded& e : node.cmds) hold(e.index, c.status(), st, out);  // nothing sent: safe to retry
+        out.refresh = out.pause = true;
+        continue;
+      }
+      node.conn = std::move(c).value();
+      node.conn->send(p, node.cmds);
+    }
+    for (auto& [addr, node] : nodes) {
+      if (node.conn) collect_encoded(p, node, st, out);
+    }
+    return out;
+  }
+
+  // Reads node's replies; a command whose reply was lost is never retried (it may
+  // have run).
+  void collect_encoded(EncodedPipeline& p, NodeBatch& node, EncodedState& st, Round& out) {
+    const Endpoint from = node.conn->endpoint();
+    const std::size_t read = node.conn->receive(node.cmds, [&](std::size_t k, const ReplyView& r) {
+      encoded_reply(p, node.cmds[k].index, r, from, st, out);
+    });
+    if (read < node.cmds.size()) {
+      const Status lost = unavailable("redis: connection to " + to_string(from) + " lost before the reply");
+      for (std::size_t k = read; k < node.cmds.size(); ++k) p.fail(node.cmds[k].index, lost);
+      out.refresh = true;
+    }
+    node.pool->give_back(std::move(node.conn));
+  }
+
+  // Hands command i's reply to p, or holds i for another round (a redirection, a
+  // slot in migration, a script the node did not know).
+  void encoded_reply(EncodedPipeline& p, std::size_t i, const ReplyView& r, const Endpoint& from, EncodedState& st,
+                     Round& out) {
+    if (r.error_is("NOSCRIPT") && !st.eval[i]) {
+      st.eval[i] = true;
+      hold(i, unavailable("redis cluster: NOSCRIPT"), st, out);
+      return;
+    }
+    if (r.error_is("MOVED") || r.error_is("ASK")) {
+      auto redirect = parse_redirect(std::string(r.str()), from);
+      if (redirect && ++st.redirects[i] <= o_.max_redirects) {
+        if (r.error_is("ASK")) {
+          st.ask[i] = redirect->to;
+        } else {
+          out.refresh = true;
+          out.hint = redirect->to;
+        }
+        hold(i, unavailable("redis cluster: " + std::string(r.str())), st, out);
+        return;
+      }
+    } else if (r.error_is("TRYAGAIN") || r.error_is("CLUSTERDOWN")) {
+      out.pause = true;
+      out.refresh = out.refresh || r.error_is("CLUSTERDOWN");
+      hold(i, unavailable("redis cluster: " + std::string(r.str())), st, out);
+      return;
+    }
+    p.take(i, r);
+  }
+
+  static void hold(std::size_t i, Status why, EncodedState& st, Round& out) {
+    st.why[i] = std::move(why);
+    out.retry.push_back(i);
+  }
+
   std::shared_ptr<const SlotMap> current() const {
     std::shared_lock lock(map_mu_);
     return map_;
