@@ -211,6 +211,37 @@ TEST_F(QueueSourceTest, DeadLetterPublishesWithReasonAndDetailThenAcks) {
   EXPECT_EQ(dlq->at(0).headers.at("h"), "v");
 }
 
+// flush() does not wait for the broker's commit-ok: several commits are in flight
+// while the consumer goes on fetching. A dead letter waits for them and for its own,
+// and close() for the last; a second consumer then finds nothing redelivered.
+TEST_F(QueueSourceTest, PipelinedCommitsAllTakeEffect) {
+  Options o = options("pipelined");
+  o.prefetch = 50;
+  std::vector<std::string> bodies;
+  for (int i = 0; i < 400; ++i) bodies.push_back("m" + std::to_string(i));
+  publish(o, bodies);
+  auto src = source(o);
+  std::size_t seen = 0;
+  Delivery last;
+  while (seen < bodies.size()) {
+    auto got = fetch(*src, 25);  // flushes the acks so far: one commit per round
+    ASSERT_FALSE(got.empty()) << "after " << seen;
+    for (const Delivery& d : got) {
+      if (++seen == bodies.size()) {
+        last = d;
+      } else {
+        ASSERT_TRUE(src->ack(d).ok());
+      }
+    }
+  }
+  ASSERT_TRUE(src->dead_letter(last, "bad_message", "the last one").ok());
+  src->close();
+  EXPECT_EQ(*server().ready("pipelined"), 0u);
+  EXPECT_EQ(*server().ready("pipelined.dlq"), 1u);
+  auto second = source(o);
+  EXPECT_TRUE(fetch(*second, 10, Duration(300)).empty()) << "every ack was committed";
+}
+
 TEST_F(QueueSourceTest, AClosedConsumersUndecidedDeliveriesGoToTheNext) {
   const Options o = options("handover");
   publish(o, {"a", "b"});

@@ -5,11 +5,13 @@
 
 #include <algorithm>
 #include <charconv>
+#include <chrono>
 
 namespace idem::rabbitmq::detail {
 namespace {
 
-constexpr std::size_t kCommitEvery = 256;  // acks and nacks per transaction at the most
+constexpr std::size_t kCommitEvery = 256;       // acks and nacks per transaction at the most
+constexpr std::size_t kMaxCommitsInFlight = 8;  // tx.commit sent and not answered, at the most
 constexpr int kTagBits = 48;
 constexpr std::uint64_t kTagMask = (std::uint64_t{1} << kTagBits) - 1;
 
@@ -67,6 +69,7 @@ Status QueueSource::connect() {
   conn_.reset();
   consuming_ = false;
   uncommitted_ = 0;
+  commits_in_flight_ = 0;
   buffered_.clear();  // the broker requeues them with the old channel
   undecided_.clear();
   unsettled_.clear();
@@ -158,15 +161,18 @@ Status QueueSource::fetch(std::size_t max, Duration timeout, std::vector<Deliver
 
 StatusOr<bool> QueueSource::receive(Duration timeout) {
   amqp_connection_state_t c = conn_->state();
-  amqp_maybe_release_buffers(c);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
   amqp_envelope_t env;
-  timeval tv = to_timeval(timeout);
-  const amqp_rpc_reply_t r = amqp_consume_message(c, &env, &tv, 0);
-  if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION && r.library_error == AMQP_STATUS_TIMEOUT) return false;
-  if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION && r.library_error == AMQP_STATUS_UNEXPECTED_STATE) {
-    if (Status s = handle_other_frame(); !s.ok()) return s;
-    return receive(Duration(0));
+  amqp_rpc_reply_t r;
+  while (true) {
+    amqp_maybe_release_buffers(c);
+    const auto left = std::chrono::duration_cast<Duration>(deadline - std::chrono::steady_clock::now());
+    timeval tv = to_timeval(std::max(Duration(0), left));
+    r = amqp_consume_message(c, &env, &tv, 0);
+    if (r.reply_type != AMQP_RESPONSE_LIBRARY_EXCEPTION || r.library_error != AMQP_STATUS_UNEXPECTED_STATE) break;
+    if (Status s = handle_other_frame(); !s.ok()) return s;  // a commit-ok, or the end
   }
+  if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION && r.library_error == AMQP_STATUS_TIMEOUT) return false;
   if (Status s = conn_->check(r, "basic.consume"); !s.ok()) return s;
   Delivery d;
   d.body = to_string(env.message.body);
@@ -184,8 +190,9 @@ StatusOr<bool> QueueSource::receive(Duration timeout) {
   return true;
 }
 
-// A frame other than a delivery: the broker closing the channel or the connection, or
-// cancelling the consumer (the queue was deleted). Each ends this connection.
+// A frame other than a delivery: a commit-ok, or the broker closing the channel or the
+// connection, or cancelling the consumer (the queue was deleted), each of which ends
+// this connection.
 Status QueueSource::handle_other_frame() {
   amqp_frame_t frame;
   timeval tv{0, 0};
@@ -194,6 +201,10 @@ Status QueueSource::handle_other_frame() {
   if (s != AMQP_STATUS_OK) return conn_->lost(s, "reading a frame");
   if (frame.frame_type != AMQP_FRAME_METHOD) return ok_status();
   const amqp_method_number_t id = frame.payload.method.id;
+  if (id == AMQP_TX_COMMIT_OK_METHOD && commits_in_flight_ > 0) {
+    --commits_in_flight_;
+    return ok_status();
+  }
   if (id == AMQP_CHANNEL_CLOSE_METHOD || id == AMQP_CONNECTION_CLOSE_METHOD) {
     amqp_rpc_reply_t r{};
     r.reply_type = AMQP_RESPONSE_SERVER_EXCEPTION;
@@ -288,16 +299,41 @@ Status QueueSource::move(const Delivery& d, const std::string& queue, const Publ
   if (Status s = conn_->publish(queue, d.body, props); !s.ok()) return s;
   if (Status s = settle(*tag, false); !s.ok()) return s;
   ++uncommitted_;
-  return flush();
+  return commit(true);
 }
 
-Status QueueSource::flush() {
-  if (uncommitted_ == 0) return ok_status();
+Status QueueSource::flush() { return commit(false); }
+
+// A tx.commit waits for the broker (about a millisecond on a durable queue), so the
+// acks' commits are pipelined: the runtime goes on fetching while the broker commits.
+// A retry's or dead letter's commit is awaited, so that its caller knows the publish
+// and the ack took effect together.
+Status QueueSource::commit(bool wait) {
+  if (uncommitted_ == 0 && !wait) return ok_status();
   if (!conn_ || conn_->broken()) return unavailable("amqp: not connected to " + describe());
-  if (Status s = send_acks(); !s.ok()) return s;
-  amqp_tx_commit(conn_->state(), kChannel);
-  if (Status s = conn_->check("tx.commit"); !s.ok()) return s;
-  uncommitted_ = 0;
+  if (uncommitted_ > 0) {
+    if (Status s = send_acks(); !s.ok()) return s;
+    amqp_tx_commit_t method{};
+    const int sent = amqp_send_method(conn_->state(), kChannel, AMQP_TX_COMMIT_METHOD, &method);
+    if (Status s = conn_->lost(sent, "tx.commit"); !s.ok()) return s;
+    uncommitted_ = 0;
+    ++commits_in_flight_;
+  }
+  return wait || commits_in_flight_ > kMaxCommitsInFlight ? await_commits() : ok_status();
+}
+
+// Reads until every commit in flight is answered; deliveries that come meanwhile are
+// buffered for fetch().
+Status QueueSource::await_commits() {
+  const auto deadline = std::chrono::steady_clock::now() + o_.command_timeout;
+  while (commits_in_flight_ > 0) {
+    const auto left = std::chrono::duration_cast<Duration>(deadline - std::chrono::steady_clock::now());
+    if (left <= Duration(0)) {
+      conn_.reset();
+      return unavailable("amqp: no commit-ok from " + describe() + " in time; reconnecting");
+    }
+    if (auto r = receive(std::min(left, Duration(50))); !r.ok()) return r.status();
+  }
   return ok_status();
 }
 
@@ -320,7 +356,7 @@ StatusOr<bool> QueueSource::drained() {
 }
 
 void QueueSource::close() {
-  if (conn_ && !conn_->broken()) (void)flush();
+  if (conn_ && !conn_->broken()) (void)commit(true);
   conn_.reset();
   buffered_.clear();
   undecided_.clear();

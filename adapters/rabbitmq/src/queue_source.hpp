@@ -32,7 +32,8 @@ class QueueSource final : public MessageSource {
   Status retry(const Delivery& d, Duration delay) override;
   Status dead_letter(const Delivery& d, std::string_view reason, std::string_view detail) override;
   void hold(const Delivery& d) override { undecided_.erase(d.handle); }
-  // Sends the collected acks and commits the channel's transaction.
+  // Sends the collected acks and a tx.commit, without waiting for its commit-ok
+  // (receive() reads it; commits go in order on the channel).
   Status flush() override;
   StatusOr<bool> drained() override;
   std::string describe() const override;
@@ -44,14 +45,19 @@ class QueueSource final : public MessageSource {
   // Reconnects when the connection broke; starts consuming when it has not yet.
   Status ready(std::size_t max);
   Status start_consuming(std::size_t max);
-  // Receives one delivery into buffered_, waiting up to `timeout`. Returns false when
-  // none came in time.
+  // Receives one delivery into buffered_, waiting up to `timeout`, and reads the
+  // commit-oks that come before it. Returns false when none came in time.
   StatusOr<bool> receive(Duration timeout);
   Status handle_other_frame();
   // The delivery tag of d when d came on the current connection, else kUnavailable.
   StatusOr<std::uint64_t> tag_of(const Delivery& d, const char* what);
   Status settle(std::uint64_t tag, bool requeue);
   Status send_acks();
+  // Sends the collected acks and a tx.commit, if anything was settled since the last;
+  // then, when `wait` or too many are in flight, reads until every commit in flight
+  // is answered.
+  Status commit(bool wait);
+  Status await_commits();
   // Republishes d to `queue` and acks it, committed together.
   Status move(const Delivery& d, const std::string& queue, const PublishProps& props);
 
@@ -66,6 +72,7 @@ class QueueSource final : public MessageSource {
   std::set<std::uint64_t> unsettled_;  // delivery tags received and neither acked nor nacked
   std::vector<std::uint64_t> acks_;    // acked, not yet sent (see send_acks())
   std::size_t uncommitted_ = 0;        // acks and nacks since the last commit
+  std::size_t commits_in_flight_ = 0;  // tx.commit sent, commit-ok not read yet
   std::deque<Delivery> buffered_;      // received, not yet fetched
   // Fetched and not decided nor held, on this connection: handle → AMQP message-id
   // (empty: none).
