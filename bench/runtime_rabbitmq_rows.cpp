@@ -17,14 +17,17 @@ namespace idem::bench {
 namespace {
 
 // basic.consume with manual acks and basic.qos `prefetch`; one basic.ack (multiple) per
-// `batch` messages until n; no dedup.
-double plain_loop(int port, const std::string& queue, std::size_t n, std::size_t batch, std::uint16_t prefetch) {
+// `batch` messages until n, followed by a tx.commit when `tx` (the channel in tx.select,
+// as the source's); no dedup.
+double plain_loop(int port, const std::string& queue, std::size_t n, std::size_t batch, std::uint16_t prefetch,
+                  bool tx) {
   amqp_connection_state_t c = amqp_new_connection();
   amqp_socket_t* s = amqp_tcp_socket_new(c);
   if (amqp_socket_open(s, "127.0.0.1", port) != AMQP_STATUS_OK) return 0;
   amqp_login(c, "/", 0, 131072, 0, AMQP_SASL_METHOD_PLAIN, "guest", "guest");
   amqp_channel_open(c, 1);
   amqp_basic_qos(c, 1, 0, prefetch, 0);
+  if (tx) amqp_tx_select(c, 1);
   amqp_basic_consume(c, 1, amqp_cstring_bytes(queue.c_str()), amqp_empty_bytes, 0, 0, 0, amqp_empty_table);
   std::size_t got = 0;
   const auto t0 = Clock::now();
@@ -34,7 +37,10 @@ double plain_loop(int port, const std::string& queue, std::size_t n, std::size_t
     timeval tv{5, 0};
     if (amqp_consume_message(c, &env, &tv, 0).reply_type != AMQP_RESPONSE_NORMAL) break;
     ++got;
-    if (got % batch == 0 || got == n) amqp_basic_ack(c, 1, env.delivery_tag, 1);
+    if (got % batch == 0 || got == n) {
+      amqp_basic_ack(c, 1, env.delivery_tag, 1);
+      if (tx && amqp_tx_commit(c, 1) == nullptr) break;
+    }
     amqp_destroy_envelope(&env);
   }
   const double r = rate(got, Clock::now() - t0);
@@ -62,7 +68,7 @@ bool rabbitmq_rows(std::size_t n, std::size_t batch, std::vector<Row>& rows) {
   for (std::size_t i = 0; i < n; ++i) bodies.push_back({.body = "msg-" + std::to_string(i)});
   rabbitmq::Options ro = rabbitmq::parse_uri((*server)->uri("x")).value();
   ro.prefetch = kPrefetch;
-  for (const char* queue : {"plain", "idem"}) {
+  for (const char* queue : {"plain", "plain_tx", "idem"}) {
     ro.queue = queue;
     auto p = rabbitmq::open_publisher(ro);
     if (!p.ok() || !(*p)->publish(bodies).ok()) {
@@ -74,7 +80,9 @@ bool rabbitmq_rows(std::size_t n, std::size_t batch, std::vector<Row>& rows) {
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   rows.push_back({"plain_amqp", "basic.consume, prefetch 1000, one basic.ack (multiple) per b, no dedup",
-                  plain_loop((*server)->port(), "plain", n, batch, kPrefetch)});
+                  plain_loop((*server)->port(), "plain", n, batch, kPrefetch, false)});
+  rows.push_back({"plain_amqp_tx", "the same in tx.select: a tx.commit after each basic.ack, as the source commits",
+                  plain_loop((*server)->port(), "plain_tx", n, batch, kPrefetch, true)});
   ro.queue = "idem";
   rows.push_back({"idem_amqp", "runtime, RabbitMQ source (prefetch 1000), SQLite transactional, 2 workers, batch b",
                   idem_loop(ro, n, batch, (dir / "idem.db").string())});

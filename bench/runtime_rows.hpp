@@ -10,6 +10,8 @@
 
 #include "idem/runtime.hpp"
 
+struct sqlite3;
+
 namespace idem::bench {
 
 using Clock = std::chrono::steady_clock;
@@ -37,6 +39,23 @@ inline double rate(std::size_t n, Clock::duration d) {
   return static_cast<double>(n) / std::chrono::duration<double>(d).count();
 }
 
+// A SQLite file (WAL, synchronous=NORMAL) with the tables `effects` and `seen`.
+struct BenchDb {
+  explicit BenchDb(const std::string& path);
+  ~BenchDb();
+  BenchDb(const BenchDb&) = delete;
+  BenchDb& operator=(const BenchDb&) = delete;
+  // Runs `sql` with ?1 bound to id.
+  void exec_id(const char* sql, const std::string& id);
+  // True iff `seen` holds id.
+  bool seen(const std::string& id);
+  sqlite3* db = nullptr;
+};
+
+// Appends the rows sqlite_txn_floor and sqlite_batch_floor over n messages (SQLite
+// alone, files in `dir`): the floors every broker's idem row is compared with.
+void sqlite_rows(std::size_t n, std::size_t batch, const std::string& dir, std::vector<Row>& rows);
+
 // idem's runtime over `source` with a transactional SQLite consumer (its file `db`)
 // whose handler inserts one effect row, prepared once: 2 workers, batch b, until n
 // deliveries are decided. Returns msgs/s; closes the source, inside the timing when
@@ -44,14 +63,15 @@ inline double rate(std::size_t n, Clock::duration d) {
 double idem_rate(MessageSource& source, std::size_t n, std::size_t batch, const std::string& db,
                  bool close_timed = false);
 
-// Starts a redis-server on 127.0.0.1 and appends the rows plain_stream, naive_stream,
-// idem_stream and sqlite_txn_floor over n messages. Returns false (after saying why on
-// stderr) when the run cannot go on.
+// Starts a redis-server on 127.0.0.1 and appends the rows plain_stream, naive_stream
+// and idem_stream over n messages. Returns false (after saying why on stderr) when the
+// run cannot go on.
 bool stream_rows(std::size_t n, std::size_t batch, std::vector<Row>& rows);
 
-// Starts a private RabbitMQ node and appends the rows plain_amqp and idem_amqp over n
-// messages. Built when the RabbitMQ adapter is (IDEM_BENCH_WITH_RABBITMQ). Returns
-// false (after saying why on stderr) when the run cannot go on.
+// Starts a private RabbitMQ node and appends the rows plain_amqp, plain_amqp_tx and
+// idem_amqp over n messages. Built when the RabbitMQ adapter is
+// (IDEM_BENCH_WITH_RABBITMQ). Returns false (after saying why on stderr) when the run
+// cannot go on.
 bool rabbitmq_rows(std::size_t n, std::size_t batch, std::vector<Row>& rows);
 
 // Starts a nats-server with JetStream on 127.0.0.1 and appends the rows plain_nats and
