@@ -25,7 +25,9 @@
 // also `naive_stream`, the same loop checking, handling and inserting each id in
 // SQLite autocommit), `amqp` (RabbitMQ: basic.consume with the source's prefetch, one
 // basic.ack with `multiple` per batch; also `plain_amqp_tx`, the same in tx.select
-// waiting for a tx.commit after each ack), `nats` (a durable pull consumer, Fetch(b),
+// waiting for a tx.commit after each ack, and `batched_amqp`, the hand-written batch
+// consumer: the plain loop writing each batch as sqlite_batch_floor does, in one
+// thread, before its ack), `nats` (a durable pull consumer, Fetch(b),
 // an Ack per message), `kafka` (a group member, poll b, one asynchronous commit per
 // batch) and `pulsar` (the WebSocket API, a permit for b, an ack per message). The
 // Kafka and Pulsar rows are timed from their first message.
@@ -185,6 +187,7 @@ int run(std::size_t n, std::size_t cpu_n, std::size_t stream_n, std::size_t batc
   if (amqp) {
     if (!rabbitmq_rows(stream_n, batch, rows)) return 2;
     broker("amqp");
+    targets.push_back({"idem_amqp", "batched_amqp", 0.0});
     targets.push_back({"plain_amqp_tx", "plain_amqp", 0.0});
   }
 #else

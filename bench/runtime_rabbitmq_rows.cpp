@@ -18,9 +18,10 @@ namespace {
 
 // basic.consume with manual acks and basic.qos `prefetch`; one basic.ack (multiple) per
 // `batch` messages until n, followed by a tx.commit when `tx` (the channel in tx.select,
-// as the source's); no dedup.
+// as the source's). With a writer, each batch is written in one SQLite transaction
+// before its ack (the hand-written batch consumer); else no dedup.
 double plain_loop(int port, const std::string& queue, std::size_t n, std::size_t batch, std::uint16_t prefetch,
-                  bool tx) {
+                  bool tx, BatchWriter* writer = nullptr) {
   amqp_connection_state_t c = amqp_new_connection();
   amqp_socket_t* s = amqp_tcp_socket_new(c);
   if (amqp_socket_open(s, "127.0.0.1", port) != AMQP_STATUS_OK) return 0;
@@ -36,8 +37,13 @@ double plain_loop(int port, const std::string& queue, std::size_t n, std::size_t
     amqp_envelope_t env;
     timeval tv{5, 0};
     if (amqp_consume_message(c, &env, &tv, 0).reply_type != AMQP_RESPONSE_NORMAL) break;
+    if (writer != nullptr) {
+      if (got % batch == 0) writer->begin();
+      writer->add(std::string_view(static_cast<const char*>(env.message.body.bytes), env.message.body.len));
+    }
     ++got;
     if (got % batch == 0 || got == n) {
+      if (writer != nullptr) writer->commit();
       amqp_basic_ack(c, 1, env.delivery_tag, 1);
       if (tx && amqp_tx_commit(c, 1) == nullptr) break;
     }
@@ -68,7 +74,7 @@ bool rabbitmq_rows(std::size_t n, std::size_t batch, std::vector<Row>& rows) {
   for (std::size_t i = 0; i < n; ++i) bodies.push_back({.body = "msg-" + std::to_string(i)});
   rabbitmq::Options ro = rabbitmq::parse_uri((*server)->uri("x")).value();
   ro.prefetch = kPrefetch;
-  for (const char* queue : {"plain", "plain_tx", "idem"}) {
+  for (const char* queue : {"plain", "plain_tx", "batched", "idem"}) {
     ro.queue = queue;
     auto p = rabbitmq::open_publisher(ro);
     if (!p.ok() || !(*p)->publish(bodies).ok()) {
@@ -83,6 +89,11 @@ bool rabbitmq_rows(std::size_t n, std::size_t batch, std::vector<Row>& rows) {
                   plain_loop((*server)->port(), "plain", n, batch, kPrefetch, false)});
   rows.push_back({"plain_amqp_tx", "the same in tx.select: a tx.commit after each basic.ack, as the source commits",
                   plain_loop((*server)->port(), "plain_tx", n, batch, kPrefetch, true)});
+  {
+    BatchWriter writer((dir / "batched.db").string());
+    rows.push_back({"batched_amqp", "the plain loop writing each batch in one SQLite transaction before its ack",
+                    plain_loop((*server)->port(), "batched", n, batch, kPrefetch, false, &writer)});
+  }
   ro.queue = "idem";
   rows.push_back({"idem_amqp", "runtime, RabbitMQ source (prefetch 1000), SQLite transactional, 2 workers, batch b",
                   idem_loop(ro, n, batch, (dir / "idem.db").string())});

@@ -11,6 +11,7 @@
 #include "idem/runtime.hpp"
 
 struct sqlite3;
+struct sqlite3_stmt;
 
 namespace idem::bench {
 
@@ -50,6 +51,22 @@ struct BenchDb {
   // True iff `seen` holds id.
   bool seen(const std::string& id);
   sqlite3* db = nullptr;
+};
+
+// What a hand-written transactional batch consumer writes (sqlite_batch_floor's
+// statements, prepared once): begin(), per message add(id) (a savepoint, the dedup
+// lookup, then the effect row and the dedup row unless the id was seen), commit().
+class BatchWriter {
+ public:
+  explicit BatchWriter(const std::string& path);
+  ~BatchWriter();
+  void begin();
+  void add(std::string_view id);
+  void commit();
+
+ private:
+  BenchDb d_;
+  sqlite3_stmt *find_ = nullptr, *seen_ = nullptr, *effect_ = nullptr;
 };
 
 // Appends the rows sqlite_txn_floor and sqlite_batch_floor over n messages (SQLite

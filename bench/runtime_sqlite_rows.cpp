@@ -32,30 +32,14 @@ double sqlite_floor(std::size_t n, const std::string& path) {
 // messages, and per message a savepoint, the dedup lookup and row and the effect row,
 // with statements prepared once.
 double sqlite_batch_floor(std::size_t n, std::size_t batch, const std::string& path) {
-  BenchDb d(path);
-  sqlite3_stmt *find = nullptr, *seen = nullptr, *effect = nullptr;
-  sqlite3_prepare_v2(d.db, "SELECT 1 FROM seen WHERE id = ?1", -1, &find, nullptr);
-  sqlite3_prepare_v2(d.db, "INSERT INTO seen(id) VALUES(?1)", -1, &seen, nullptr);
-  sqlite3_prepare_v2(d.db, "INSERT INTO effects(id, at_ms) VALUES(?1, 0)", -1, &effect, nullptr);
-  auto run = [](sqlite3_stmt* st, const std::string& id) {
-    sqlite3_bind_text(st, 1, id.data(), static_cast<int>(id.size()), SQLITE_STATIC);
-    sqlite3_step(st);
-    sqlite3_reset(st);
-  };
+  BatchWriter w(path);
   const auto t0 = Clock::now();
   for (std::size_t i = 0; i < n; ++i) {
-    if (i % batch == 0) sqlite3_exec(d.db, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr);
-    const std::string id = "bfloor-" + std::to_string(i);
-    sqlite3_exec(d.db, "SAVEPOINT m", nullptr, nullptr, nullptr);
-    run(find, id);
-    run(effect, id);
-    run(seen, id);
-    sqlite3_exec(d.db, "RELEASE m", nullptr, nullptr, nullptr);
-    if (i % batch == batch - 1 || i + 1 == n) sqlite3_exec(d.db, "COMMIT", nullptr, nullptr, nullptr);
+    if (i % batch == 0) w.begin();
+    w.add("bfloor-" + std::to_string(i));
+    if (i % batch == batch - 1 || i + 1 == n) w.commit();
   }
-  const double r = rate(n, Clock::now() - t0);
-  for (sqlite3_stmt* st : {find, seen, effect}) sqlite3_finalize(st);
-  return r;
+  return rate(n, Clock::now() - t0);
 }
 
 }  // namespace
@@ -121,6 +105,35 @@ double idem_rate(MessageSource& source, std::size_t n, std::size_t batch, const 
   sqlite3_finalize(*stmt);  // before the store closes its connection
   return r;
 }
+
+BatchWriter::BatchWriter(const std::string& path) : d_(path) {
+  sqlite3_prepare_v2(d_.db, "SELECT 1 FROM seen WHERE id = ?1", -1, &find_, nullptr);
+  sqlite3_prepare_v2(d_.db, "INSERT INTO seen(id) VALUES(?1)", -1, &seen_, nullptr);
+  sqlite3_prepare_v2(d_.db, "INSERT INTO effects(id, at_ms) VALUES(?1, 0)", -1, &effect_, nullptr);
+}
+
+BatchWriter::~BatchWriter() {
+  for (sqlite3_stmt* st : {find_, seen_, effect_}) sqlite3_finalize(st);
+}
+
+void BatchWriter::begin() { sqlite3_exec(d_.db, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr); }
+
+void BatchWriter::add(std::string_view id) {
+  auto run = [&](sqlite3_stmt* st) {
+    sqlite3_bind_text(st, 1, id.data(), static_cast<int>(id.size()), SQLITE_STATIC);
+    const bool found = sqlite3_step(st) == SQLITE_ROW;
+    sqlite3_reset(st);
+    return found;
+  };
+  sqlite3_exec(d_.db, "SAVEPOINT m", nullptr, nullptr, nullptr);
+  if (!run(find_)) {
+    run(effect_);
+    run(seen_);
+  }
+  sqlite3_exec(d_.db, "RELEASE m", nullptr, nullptr, nullptr);
+}
+
+void BatchWriter::commit() { sqlite3_exec(d_.db, "COMMIT", nullptr, nullptr, nullptr); }
 
 void sqlite_rows(std::size_t n, std::size_t batch, const std::string& dir, std::vector<Row>& rows) {
   const std::filesystem::path d(dir);
