@@ -32,9 +32,16 @@
 // batch) and `pulsar` (the WebSocket API, a permit for b, an ack per message). The
 // Kafka and Pulsar rows are timed from their first message.
 //
+// Workers curve (a redis-server of its own; --no-curve skips it): a handler that sleeps
+// 1 ms over Redis Streams with the Redis store, W = 1, 2, 4, 8, 16 workers
+// (`sleep1ms_w<W>`, W × 600 messages each), two consumers of one group with 8 workers
+// each (`sleep1ms_w8_x2`), and the same handler on SQLite in transactional mode with 1
+// and 8 workers (`sqlite_sleep1ms_w<W>`).
+//
 // Targets: runtime_1w ≥ 0.8 × consumer; cpu20_2w ≥ 1.7 × cpu20_1w; and for each broker
 // idem ≥ 0.7 × its plain loop, or ≥ 0.9 × sqlite_batch_floor (the plain loop writes
-// nothing durable and can outrun what SQLite commits). The other ratios are printed
+// nothing durable and can outrun what SQLite commits); sleep1ms_w<W> ≥ 0.8 × W ×
+// sleep1ms_w1 and sleep1ms_w8_x2 ≥ 1.7 × sleep1ms_w8. The other ratios are printed
 // without a target.
 //
 // Exit status: 0; 3 with --strict when a target failed; 2 when the run cannot go on.
@@ -152,8 +159,16 @@ struct Target {
   double or_min = 0;
 };
 
+// The workers curve's targets: W workers ≥ 0.8 × W × one worker, two consumers ≥ 1.7 ×
+// one; SQLite's rows are printed as its documented floor.
+void curve_targets(std::vector<Target>& targets) {
+  for (int w : {2, 4, 8, 16}) targets.push_back({"sleep1ms_w" + std::to_string(w), "sleep1ms_w1", 0.8 * w});
+  targets.push_back({"sleep1ms_w8_x2", "sleep1ms_w8", 1.7});
+  targets.push_back({"sqlite_sleep1ms_w8", "sqlite_sleep1ms_w1", 0.0});
+}
+
 int run(std::size_t n, std::size_t cpu_n, std::size_t stream_n, std::size_t batch, bool strict, bool redis, bool amqp,
-        bool nats, bool kafka, bool pulsar) {
+        bool nats, bool kafka, bool pulsar, bool curve) {
   std::vector<Row> rows;
   const auto ids = make_ids(n, "orders-");
   rows.push_back({"consumer", "Consumer::process, memory store, no-op, 1 thread", consumer_alone(ids)});
@@ -182,6 +197,10 @@ int run(std::size_t n, std::size_t cpu_n, std::size_t stream_n, std::size_t batc
     broker("stream");
     targets.push_back({"idem_stream", "naive_stream", 0.0});
     targets.push_back({"idem_stream", "sqlite_txn_floor", 0.0});
+  }
+  if (curve) {
+    if (!workers_rows(rows)) return 2;
+    curve_targets(targets);
   }
 #ifdef IDEM_BENCH_WITH_RABBITMQ
   if (amqp) {
@@ -248,7 +267,8 @@ int run(std::size_t n, std::size_t cpu_n, std::size_t stream_n, std::size_t batc
 int main(int argc, char** argv) {
   CLI::App app("idem_bench_runtime: the consumer runtime against Consumer::process and a plain stream loop");
   std::size_t n = 1'000'000, cpu_n = 50'000, stream_n = 100'000, batch = 100;
-  bool strict = false, no_redis = false, no_amqp = false, no_nats = false, no_kafka = false, no_pulsar = false;
+  bool strict = false, no_redis = false, no_amqp = false, no_nats = false, no_kafka = false, no_pulsar = false,
+       no_curve = false;
   app.add_option("--messages", n, "Messages of the memory rows")->capture_default_str();
   app.add_option("--cpu-messages", cpu_n, "Messages of the 20 us handler rows")->capture_default_str();
   app.add_option("--stream-messages", stream_n, "Messages of the Redis Streams, RabbitMQ and NATS rows")
@@ -260,6 +280,8 @@ int main(int argc, char** argv) {
   app.add_flag("--no-nats", no_nats, "skip the NATS JetStream rows");
   app.add_flag("--no-kafka", no_kafka, "skip the Kafka rows");
   app.add_flag("--no-pulsar", no_pulsar, "skip the Pulsar rows");
+  app.add_flag("--no-curve", no_curve, "skip the workers curve (a 1 ms handler, 1 to 16 workers)");
   CLI11_PARSE(app, argc, argv);
-  return idem::bench::run(n, cpu_n, stream_n, batch, strict, !no_redis, !no_amqp, !no_nats, !no_kafka, !no_pulsar);
+  return idem::bench::run(n, cpu_n, stream_n, batch, strict, !no_redis, !no_amqp, !no_nats, !no_kafka, !no_pulsar,
+                          !no_curve);
 }

@@ -85,6 +85,11 @@ double idem_rate(MessageSource& source, std::size_t n, std::size_t batch, const 
 // run cannot go on.
 bool stream_rows(std::size_t n, std::size_t batch, std::vector<Row>& rows);
 
+// Starts a redis-server on 127.0.0.1 and appends the workers curve's rows
+// (runtime_workers_rows.cpp). Returns false (after saying why on stderr) when the run
+// cannot go on.
+bool workers_rows(std::vector<Row>& rows);
+
 // Starts a private RabbitMQ node and appends the rows plain_amqp, plain_amqp_tx and
 // idem_amqp over n messages. Built when the RabbitMQ adapter is
 // (IDEM_BENCH_WITH_RABBITMQ). Returns false (after saying why on stderr) when the run

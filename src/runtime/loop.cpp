@@ -2,6 +2,8 @@
 // N workers run the consumer. Shared state (the keyed queue and the finished items)
 // lives under one mutex; everything else belongs to the loop thread.
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -16,6 +18,7 @@ namespace idem::detail {
 namespace {
 
 constexpr std::size_t kMinChunk = 256;              // items a worker may take per wake-up
+constexpr std::int64_t kChunkBudgetNs = 1'000'000;  // and about this much work (1 ms) at the most
 constexpr Duration kBusyWait{5};                    // wait for completions while work runs
 constexpr Duration kFirstFetchBackoff{50};          // first pause after a failed fetch
 constexpr std::uint64_t kLogEveryNthFailure = 100;  // repeated broker-call failures
@@ -56,6 +59,7 @@ struct Loop::Impl : AssignmentListener {
   void worker_main();
   void run_items(std::vector<WorkItem*>& items);
   std::size_t share_of_ready() const;
+  void note_item_time(std::chrono::steady_clock::duration took, std::size_t items);
   void note_start(WorkItem* w, TimePoint now);
 
   // --- loop thread -------------------------------------------------------------
@@ -100,6 +104,7 @@ struct Loop::Impl : AssignmentListener {
   const std::size_t workers;
   const std::size_t chunk;
   const std::size_t max_in_flight;
+  std::atomic<std::int64_t> item_ns{0};  // the average time one item takes to run (note_item_time)
 
   // Shared with the workers, under mu.
   std::mutex mu;
@@ -138,7 +143,9 @@ void Loop::Impl::worker_main() {
       if (queue.ready() == 0) return;  // workers_exit and nothing left
       queue.take(share_of_ready(), items);
     }
+    const auto t0 = std::chrono::steady_clock::now();
     run_items(items);
+    note_item_time(std::chrono::steady_clock::now() - t0, items.size());
     {
       std::lock_guard lock(mu);
       std::size_t promoted = 0;
@@ -154,10 +161,25 @@ void Loop::Impl::worker_main() {
 }
 
 // How many ready items one worker takes (under mu): a fair share, so that the other
-// workers find work too, but at least a batch and at most a chunk.
+// workers find work too, but at least a batch and at most a chunk, and no more than
+// about kChunkBudgetNs of work. Slow handlers thus take few items at a time: none
+// waits behind a long chunk while other workers idle, and decisions come back soon.
 std::size_t Loop::Impl::share_of_ready() const {
   const std::size_t share = (queue.ready() + workers - 1) / workers;
-  return std::min(chunk, std::max(opts.batch, share));
+  const std::int64_t per_item = item_ns.load(std::memory_order_relaxed);
+  // Before the first item has run, its cost is unknown: a batch at first.
+  const std::size_t budget = per_item > 0 ? static_cast<std::size_t>(kChunkBudgetNs / per_item) : 0;
+  return std::max(opts.batch, std::min({chunk, share, budget}));
+}
+
+// Keeps a moving average of the time one item takes to run (relaxed: workers may
+// overwrite each other's sample, which only slows the average down).
+void Loop::Impl::note_item_time(std::chrono::steady_clock::duration took, std::size_t items) {
+  if (items == 0) return;
+  const std::int64_t sample = std::chrono::duration_cast<std::chrono::nanoseconds>(took).count() /
+                              static_cast<std::int64_t>(items);
+  const std::int64_t old = item_ns.load(std::memory_order_relaxed);
+  item_ns.store(old == 0 ? sample : (old * 7 + sample) / 8, std::memory_order_relaxed);
 }
 
 void Loop::Impl::run_items(std::vector<WorkItem*>& items) {

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -280,6 +281,36 @@ TEST(Runtime, AppliedSeesEveryDecisionWithItsMessage) {
   EXPECT_EQ(undecoded, 1);
   ASSERT_EQ(seen.size(), 40u);
   EXPECT_EQ(std::set<std::string>(seen.begin(), seen.end()).size(), 40u);  // each once, with its own message
+}
+
+// A worker takes about a millisecond of work at a time: with a 5 ms handler the
+// decisions are applied as the messages run, not once a whole chunk of them has run
+// (a chunk of 256 would hold the first decision back for over a second).
+TEST(Runtime, ASlowHandlersDecisionsComeBackAsItRuns) {
+  FakeSource source;
+  for (int i = 0; i < 60; ++i) source.push(body(i, "", 0));
+  using SteadyClock = std::chrono::steady_clock;
+  std::mutex mu;
+  std::map<std::string, SteadyClock::time_point> ran;  // when each handler returned
+  auto consumer = Consumer<Msg>::create(consumer_options(), extractors(), [&](const Msg& m, HandlerContext&) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    std::lock_guard lock(mu);
+    ran[m.id] = SteadyClock::now();
+    return HandlerResult::ok();
+  });
+  RuntimeOptions ro;
+  ro.workers = 1;
+  ro.idle_exit = Duration(50);
+  std::vector<SteadyClock::duration> waits;  // from a handler's return to its decision's application
+  auto rt = Runtime<Msg>::create(ro, source, *consumer, decode, [&](const Delivery&, const Msg* m, const Decision&) {
+              std::lock_guard lock(mu);
+              waits.push_back(SteadyClock::now() - ran.at(m->id));
+            }).value();
+  ASSERT_TRUE(rt->run().ok());
+  ASSERT_EQ(waits.size(), 60u);
+  std::sort(waits.begin(), waits.end());
+  // The median decision waited for at most a few handler runs, not for tens of them.
+  EXPECT_LT(waits[waits.size() / 2], std::chrono::milliseconds(40));
 }
 
 TEST(Runtime, MaxMessagesDecidesExactlyThatMany) {
