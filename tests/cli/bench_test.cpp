@@ -1,5 +1,6 @@
 // `idem bench` on memory: and sqlite: with a small stream: one BENCH line per row,
-// every row finding the stream's duplicates (exit 0), usage errors exit 2.
+// every row finding the stream's duplicates (exit 0) in every round of --repeat, usage
+// errors exit 2.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -52,7 +53,20 @@ TEST(IdemBench, SqlitePrintsEveryRowAndLeavesNoRawDatabase) {
   EXPECT_FALSE(std::filesystem::exists(db + ".raw-bench")) << "the raw rows' database is removed";
 }
 
+// --repeat runs every round on ids of its own: an SQLite store that kept the first
+// round's records would find the second round's ids done and fail the count check.
+TEST(IdemBench, RepeatRunsEveryRoundOnFreshIdsAndShowsOneLinePerRow) {
+  TempDir dir;
+  const std::string db = dir.path() + "/bench.db";
+  const RunResult r = run_idem({"bench", "--store", "sqlite:" + db, "--messages", "2000", "--batch", "200", "--repeat",
+                                "3"});
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  EXPECT_NE(r.out.find("median of 3 rounds"), std::string::npos) << r.out;
+  expect_rows(bench_lines(r.out, "sqlite"), {"raw", "raw_batch", "naive", "single", "batch"});
+}
+
 TEST(IdemBench, InvalidOptionsExitTwo) {
+  EXPECT_EQ(run_idem({"bench", "--repeat", "0"}).exit_code, 2);
   EXPECT_EQ(run_idem({"bench", "--duplicates", "1.5"}).exit_code, 2);
   EXPECT_EQ(run_idem({"bench", "--batch", "0"}).exit_code, 2);
   EXPECT_EQ(run_idem({"bench", "--store", "nosuchscheme"}).exit_code, 2);
