@@ -36,12 +36,14 @@
 // 1 ms over Redis Streams with the Redis store, W = 1, 2, 4, 8, 16 workers
 // (`sleep1ms_w<W>`, W × 600 messages each), two consumers of one group with 8 workers
 // each (`sleep1ms_w8_x2`), and the same handler on SQLite in transactional mode with 1
-// and 8 workers (`sqlite_sleep1ms_w<W>`).
+// and 8 workers (`sqlite_sleep1ms_w<W>`); with the Kafka rows, the same handler over
+// a topic of 16 partitions with the memory store, W = 1, 4, 8, 16
+// (`kafka_sleep1ms_w<W>`).
 //
 // Targets: runtime_1w ≥ 0.8 × consumer; cpu20_2w ≥ 1.7 × cpu20_1w; and for each broker
 // idem ≥ 0.7 × its plain loop, or ≥ 0.9 × sqlite_batch_floor (the plain loop writes
 // nothing durable and can outrun what SQLite commits); sleep1ms_w<W> ≥ 0.8 × W ×
-// sleep1ms_w1 and sleep1ms_w8_x2 ≥ 1.7 × sleep1ms_w8. The other ratios are printed
+// sleep1ms_w1 (and on Kafka alike) and sleep1ms_w8_x2 ≥ 1.7 × sleep1ms_w8. The other ratios are printed
 // without a target.
 //
 // Exit status: 0; 3 with --strict when a target failed; 2 when the run cannot go on.
@@ -222,8 +224,12 @@ int run(std::size_t n, std::size_t cpu_n, std::size_t stream_n, std::size_t batc
 #endif
 #ifdef IDEM_BENCH_WITH_KAFKA
   if (kafka) {
-    if (!kafka_rows(stream_n, batch, rows)) return 2;
+    if (!kafka_rows(stream_n, batch, curve, rows)) return 2;
     broker("kafka");
+    if (curve) {
+      for (int w : {4, 8, 16})
+        targets.push_back({"kafka_sleep1ms_w" + std::to_string(w), "kafka_sleep1ms_w1", 0.8 * w});
+    }
   }
 #else
   (void)kafka;

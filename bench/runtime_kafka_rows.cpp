@@ -8,8 +8,10 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "idem/kafka_source.hpp"
+#include "idem/memory_store.hpp"
 #include "idem/sqlite_store.hpp"
 #include "runtime_rows.hpp"
 #include "support/kafka_server.hpp"
@@ -68,9 +70,54 @@ double idem_kafka(const std::string& uri, std::size_t n, std::size_t batch, cons
   return idem_rate(*src, n - 1, batch, db);
 }
 
+// The workers curve on Kafka: a topic of 16 partitions holding workers × 1,000 keyed
+// messages, the runtime with `workers` workers over the Kafka source and the memory
+// store (whose handlers run outside any lock), a handler that sleeps 1 ms. Timed from
+// the first message (the group joined).
+double kafka_curve_point(kafka_test::KafkaServer& cluster, std::size_t workers) {
+  constexpr int kPartitions = 16;
+  constexpr std::size_t kPerWorker = 1000;
+  const std::string topic = "curve" + std::to_string(workers);
+  const std::size_t n = workers * kPerWorker;
+  (void)cluster.create_topic(topic, kPartitions);
+  std::vector<OutgoingMessage> bodies;
+  for (std::size_t i = 0; i < n; ++i)
+    bodies.push_back({.body = topic + "-" + std::to_string(i), .key = "k" + std::to_string(i)});
+  auto p = kafka::open_publisher(kafka::parse_uri(cluster.uri(topic, "")).value());
+  if (!p.ok() || !(*p)->publish(bodies).ok()) return 0;
+  auto src = kafka::open(kafka::parse_uri(cluster.uri(topic, "g" + topic, "session_timeout_ms=6000")).value()).value();
+  std::vector<Delivery> first;
+  while (first.empty()) (void)src->fetch(1, Duration(1000), first);
+  (void)src->ack(first[0]);
+  ConsumerOptions o;
+  o.store = memory::open().value();
+  o.latency_metrics = false;
+  auto c = Consumer<Msg>::create(o, extractors(), [](const Msg&, HandlerContext&) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return HandlerResult::ok();
+  });
+  RuntimeOptions ro;
+  ro.workers = workers;
+  ro.max_messages = n - 1;
+  auto rt = Runtime<Msg>::create(ro, *src, *c, decode).value();
+  const auto t0 = Clock::now();
+  (void)rt->run();
+  const double r = rate(n - 1, Clock::now() - t0);
+  src->close();
+  return r;
+}
+
 }  // namespace
 
-bool kafka_rows(std::size_t n, std::size_t batch, std::vector<Row>& rows) {
+void kafka_curve_rows(kafka_test::KafkaServer& cluster, std::vector<Row>& rows) {
+  for (std::size_t w : {1, 4, 8, 16}) {
+    rows.push_back({"kafka_sleep1ms_w" + std::to_string(w),
+                    "Kafka (16 partitions), memory store, handler sleeps 1 ms, " + std::to_string(w) + " workers",
+                    kafka_curve_point(cluster, w)});
+  }
+}
+
+bool kafka_rows(std::size_t n, std::size_t batch, bool curve, std::vector<Row>& rows) {
   auto cluster = kafka_test::KafkaServer::start();
   if (!cluster.ok()) {
     std::fprintf(stderr, "cannot start a Kafka broker: %s\n", cluster.status().to_string().c_str());
@@ -96,6 +143,7 @@ bool kafka_rows(std::size_t n, std::size_t batch, std::vector<Row>& rows) {
       {"idem_kafka", "runtime, Kafka source, SQLite transactional, 2 workers, batch b",
        idem_kafka((*cluster)->uri("idem", "gi", "session_timeout_ms=6000"), n, batch, (dir / "idem.db").string())});
   std::filesystem::remove_all(dir);
+  if (curve) kafka_curve_rows(**cluster, rows);
   return true;
 }
 

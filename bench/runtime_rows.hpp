@@ -102,9 +102,10 @@ bool rabbitmq_rows(std::size_t n, std::size_t batch, std::vector<Row>& rows);
 bool nats_rows(std::size_t n, std::size_t batch, std::vector<Row>& rows);
 
 // Starts a Kafka broker (scripts/broker.sh) and appends the rows plain_kafka and
-// idem_kafka over n messages (runtime_kafka_rows.cpp, built when the Kafka adapter is).
+// idem_kafka over n messages, then with `curve` the workers curve on Kafka
+// (kafka_sleep1ms_w<W>) (runtime_kafka_rows.cpp, built when the Kafka adapter is).
 // Returns false (after saying why on stderr) when the run cannot go on.
-bool kafka_rows(std::size_t n, std::size_t batch, std::vector<Row>& rows);
+bool kafka_rows(std::size_t n, std::size_t batch, bool curve, std::vector<Row>& rows);
 
 // Starts a Pulsar standalone (scripts/broker.sh) and appends the rows plain_pulsar and
 // idem_pulsar over n messages (runtime_pulsar_rows.cpp, built when the Pulsar adapter
