@@ -167,6 +167,49 @@ TEST(RedisCluster, CommitThenClaimAcrossSlotsAndInOneSlot) {
   EXPECT_EQ(same.claim->status, ClaimStatus::kCompleted) << "one slot: one script, commit first";
 }
 
+// A batch of commits, some of ids claimed with an entity key (their records live in
+// the entity's slot) and some without, each lands on its own record: the ids are
+// completed for the next claim, whichever way they were claimed.
+TEST(RedisCluster, CommitBatchesWriteEachRecordWhereItsClaimPutIt) {
+  ASSERT_NE(shared_cluster(), nullptr);
+  auto store = open_or_die(options_for(cluster_uri()));
+  const TimePoint t0 = ManualClock().now();
+  std::vector<std::string> ids, entities;  // one entity per id: an entity admits one claim at a time
+  for (int i = 0; i < 12; ++i) {
+    ids.push_back("cb-" + std::to_string(i));
+    entities.push_back("order-" + std::to_string(i));
+  }
+  std::vector<ClaimRequest> claims;
+  for (int i = 0; i < 12; ++i) {
+    ClaimRequest q{ids[i], "A", Duration(10'000), std::nullopt, t0, std::nullopt};
+    if (i % 2 == 0) q.entity_key = entities[i];
+    claims.push_back(q);
+  }
+  const auto granted = store->claim_batch(claims);
+  for (std::size_t i = 0; i < granted.size(); ++i) {
+    ASSERT_TRUE(granted[i].ok()) << granted[i].status().to_string();
+    ASSERT_EQ(granted[i]->status, ClaimStatus::kNew) << claims[i].id;
+  }
+  std::vector<CommitRequest> commits;
+  for (const ClaimRequest& q : claims) {
+    CommitRequest c;
+    c.id = q.id;
+    c.owner = "A";
+    c.now = t0;
+    c.ttl = Duration(60'000);
+    c.entity_key = q.entity_key;
+    commits.push_back(c);
+  }
+  for (const Status& s : store->commit_batch(commits)) EXPECT_TRUE(s.ok()) << s.to_string();
+  for (const ClaimRequest& q : claims) {
+    ClaimRequest again = q;
+    again.owner = "B";
+    auto c = store->claim(again);
+    ASSERT_TRUE(c.ok()) << c.status().to_string();
+    EXPECT_EQ(c->status, ClaimStatus::kCompleted) << q.id;
+  }
+}
+
 // A URI that names one node of a cluster without cluster=1: open() asks the node
 // (INFO cluster) and talks Redis Cluster anyway, so ids on every master work.
 TEST(RedisCluster, ANodeNamedWithoutClusterParameterOpensAsACluster) {

@@ -388,7 +388,12 @@ std::vector<Status> RedisStoreImpl::commit_batch_plain(std::span<const CommitReq
       where.push_back(i);
     }
   }
-  if (where.size() >= 2 && o_.wait_replicas <= 0) {
+  // On a cluster a commit of an id claimed with an entity key lives in the entity's
+  // slot (id_key), which CommitMany does not write: those take the Command path.
+  const bool plain_keys = !o_.cluster || std::none_of(where.begin(), where.end(), [&](std::size_t i) {
+    return requests[i].entity_key.has_value();
+  });
+  if (where.size() >= 2 && o_.wait_replicas <= 0 && plain_keys) {
     CommitMany many(*this, o_, commit_many_, requests, where, out, kKeysPerScript, o_.cluster);
     ex_->run_encoded(many);
     return out;
