@@ -8,7 +8,6 @@
 #include <filesystem>
 #include <memory>
 #include <string>
-#include <thread>
 
 #include "idem/kafka_source.hpp"
 #include "idem/memory_store.hpp"
@@ -89,22 +88,7 @@ double kafka_curve_point(kafka_test::KafkaServer& cluster, std::size_t workers) 
   std::vector<Delivery> first;
   while (first.empty()) (void)src->fetch(1, Duration(1000), first);
   (void)src->ack(first[0]);
-  ConsumerOptions o;
-  o.store = memory::open().value();
-  o.latency_metrics = false;
-  auto c = Consumer<Msg>::create(o, extractors(), [](const Msg&, HandlerContext&) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    return HandlerResult::ok();
-  });
-  RuntimeOptions ro;
-  ro.workers = workers;
-  ro.max_messages = n - 1;
-  auto rt = Runtime<Msg>::create(ro, *src, *c, decode).value();
-  const auto t0 = Clock::now();
-  (void)rt->run();
-  const double r = rate(n - 1, Clock::now() - t0);
-  src->close();
-  return r;
+  return sleeping_rate(*src, memory::open().value(), false, workers, n - 1, nullptr);
 }
 
 }  // namespace

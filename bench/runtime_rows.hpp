@@ -1,6 +1,7 @@
 // Shared by bench_runtime.cpp and the runtime_*_rows.cpp of each broker.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <optional>
@@ -84,6 +85,12 @@ double idem_rate(MessageSource& source, std::size_t n, std::size_t batch, const 
 // and idem_stream over n messages. Returns false (after saying why on stderr) when the
 // run cannot go on.
 bool stream_rows(std::size_t n, std::size_t batch, std::vector<Row>& rows);
+
+// The runtime with `workers` workers over `source` and a consumer of `store` whose
+// handler sleeps 1 ms (one waiting on I/O), until it decided n deliveries; counts the
+// handler's runs into *calls unless null. Returns msgs/s; closes the source.
+double sleeping_rate(MessageSource& source, std::shared_ptr<Store> store, bool transactional, std::size_t workers,
+                     std::size_t n, std::atomic<std::size_t>* calls);
 
 // Starts a redis-server on 127.0.0.1 and appends the workers curve's rows
 // (runtime_workers_rows.cpp). Returns false (after saying why on stderr) when the run

@@ -20,7 +20,7 @@ namespace idem::bench {
 namespace {
 
 constexpr std::chrono::milliseconds kHandlerTime{1};
-constexpr std::size_t kPerWorker = 1000;  // messages per worker and row: about a second
+constexpr std::size_t kPerWorker = 1000;       // messages per worker and row: about a second
 constexpr std::size_t kSqliteMessages = 1000;  // per SQLite row: about a second, whatever W
 
 struct CurveSetup {
@@ -53,30 +53,6 @@ bool publish(int port, const std::string& stream, std::size_t n) {
   return p.ok() && (*p)->publish(bodies).ok();
 }
 
-// One consumer: the runtime with `workers` workers over its own source of the group,
-// until it decided `n` deliveries. Counts handler calls into *calls.
-double run_consumer(MessageSource& source, std::shared_ptr<Store> store, bool transactional, std::size_t workers,
-                    std::size_t n, std::atomic<std::size_t>* calls) {
-  ConsumerOptions o;
-  o.store = std::move(store);
-  o.transactional = transactional;
-  o.latency_metrics = false;
-  auto c = Consumer<Msg>::create(o, extractors(), [calls](const Msg&, HandlerContext&) {
-    std::this_thread::sleep_for(kHandlerTime);
-    calls->fetch_add(1, std::memory_order_relaxed);
-    return HandlerResult::ok();
-  });
-  RuntimeOptions ro;
-  ro.workers = workers;
-  ro.max_messages = n;
-  auto rt = Runtime<Msg>::create(ro, source, *c, decode).value();
-  const auto t0 = Clock::now();
-  (void)rt->run();
-  const double r = rate(n, Clock::now() - t0);
-  source.close();
-  return r;
-}
-
 // `consumers` consumers of one group, each with `workers` workers, over a stream of
 // consumers × `per` messages, run at once. Returns the group's msgs/s.
 double curve_point(const CurveSetup& s, const std::string& name, std::size_t consumers, std::size_t workers,
@@ -97,7 +73,7 @@ double curve_point(const CurveSetup& s, const std::string& name, std::size_t con
       } else {
         store = redis_store(s.port, name + ":" + std::to_string(k) + ":");
       }
-      (void)run_consumer(*src, store, sqlite, workers, per, &calls);
+      (void)sleeping_rate(*src, store, sqlite, workers, per, &calls);
     });
   }
   for (auto& t : threads) t.join();
@@ -108,6 +84,28 @@ double curve_point(const CurveSetup& s, const std::string& name, std::size_t con
 }
 
 }  // namespace
+
+double sleeping_rate(MessageSource& source, std::shared_ptr<Store> store, bool transactional, std::size_t workers,
+                     std::size_t n, std::atomic<std::size_t>* calls) {
+  ConsumerOptions o;
+  o.store = std::move(store);
+  o.transactional = transactional;
+  o.latency_metrics = false;
+  auto c = Consumer<Msg>::create(o, extractors(), [calls](const Msg&, HandlerContext&) {
+    std::this_thread::sleep_for(kHandlerTime);
+    if (calls != nullptr) calls->fetch_add(1, std::memory_order_relaxed);
+    return HandlerResult::ok();
+  });
+  RuntimeOptions ro;
+  ro.workers = workers;
+  ro.max_messages = n;
+  auto rt = Runtime<Msg>::create(ro, source, *c, decode).value();
+  const auto t0 = Clock::now();
+  (void)rt->run();
+  const double r = rate(n, Clock::now() - t0);
+  source.close();
+  return r;
+}
 
 bool workers_rows(std::vector<Row>& rows) {
   auto server = redis_test::RedisServer::start({});
