@@ -85,6 +85,33 @@ TEST(KafkaSource, RefusedOffsetCommitsAreMadeAgainUntilTheyLand) {
   EXPECT_EQ(c->lag("t", "g"), 0);
 }
 
+// An asynchronous commit (made by fetch as decisions come) that the broker refuses is
+// not seen as it fails; drained() commits the offsets again, synchronously, and so
+// reports the partition done only once the group's offset is really at its end.
+TEST(KafkaSource, ARefusedAsynchronousCommitIsMadeAgainByDrained) {
+  auto c = cluster();
+  ASSERT_TRUE(c->create_topic("t", 1).ok());
+  publish(*c, "t", 5);
+  auto s = open(options(*c, "t", "g"));
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  std::vector<Delivery> got = fetch_n(**s, 5);
+  ASSERT_EQ(got.size(), 5u);
+  for (const Delivery& d : got) ASSERT_TRUE((*s)->ack(d).ok());
+  c->fail_requests(kOffsetCommit, 1, RD_KAFKA_RESP_ERR_OFFSET_METADATA_TOO_LARGE);
+  std::vector<Delivery> none;
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE((*s)->fetch(1, Duration(50), none).ok());  // the async commit, refused
+  ASSERT_TRUE(none.empty());
+  EXPECT_EQ(c->lag("t", "g"), 5) << "the injected error did not meet the asynchronous commit";
+  bool drained = false;
+  for (int i = 0; i < 20 && !drained; ++i) {
+    auto r = (*s)->drained();
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    drained = *r;
+  }
+  EXPECT_TRUE(drained);
+  EXPECT_EQ(c->lag("t", "g"), 0);
+}
+
 // While every broker is down, fetch reports it or returns nothing; once they are back,
 // the consumer (acking whatever it is handed, as the runtime would) gets the rest and
 // commits everything: nothing is lost.

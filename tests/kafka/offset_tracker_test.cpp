@@ -59,6 +59,21 @@ TEST(OffsetTracker, ReportsAnOffsetOnlyOnceItMoved) {
   EXPECT_EQ(t.to_commit(), 3);
 }
 
+// An asynchronous commit may fail unseen: it is not sent again asynchronously, but
+// the next synchronous commit makes it.
+TEST(OffsetTracker, ASentOffsetIsCommittedAgainSynchronously) {
+  OffsetTracker t;
+  t.add(0);
+  t.done(0);
+  ASSERT_EQ(t.to_commit(false), 1);
+  t.sent(1);
+  EXPECT_EQ(t.to_commit(false), std::nullopt);
+  ASSERT_EQ(t.to_commit(true), 1);
+  t.committed(1);
+  EXPECT_EQ(t.to_commit(true), std::nullopt);
+  EXPECT_EQ(t.to_commit(false), std::nullopt);
+}
+
 TEST(OffsetTracker, OffsetsWithGapsAreContiguousInWhatWasFetched) {
   OffsetTracker t;  // a compacted topic, transaction markers: offsets skip
   for (std::int64_t o : {3, 7, 8, 20}) t.add(o);

@@ -352,7 +352,7 @@ Status KafkaSource::commit(bool sync, const std::vector<std::string>& only) {
   std::vector<std::pair<Partition*, std::int64_t>> moved;
   for (auto& [name, p] : parts_) {
     if (!only.empty() && std::find(only.begin(), only.end(), name) == only.end()) continue;
-    if (auto at = p.tracker.to_commit()) {
+    if (auto at = p.tracker.to_commit(sync)) {
       rd_kafka_topic_partition_list_add(list, p.topic.c_str(), p.id)->offset = *at;
       moved.emplace_back(&p, *at);
     }
@@ -363,7 +363,13 @@ Status KafkaSource::commit(bool sync, const std::vector<std::string>& only) {
   if (e != RD_KAFKA_RESP_ERR_NO_ERROR && e != RD_KAFKA_RESP_ERR__NO_OFFSET) {
     return unavailable(std::string("kafka: offset commit failed: ") + rd_kafka_err2str(e));
   }
-  for (auto& [p, at] : moved) p->tracker.committed(at);
+  for (auto& [p, at] : moved) {
+    if (sync) {
+      p->tracker.committed(at);
+    } else {
+      p->tracker.sent(at);  // its outcome comes unseen: the next synchronous commit makes it again
+    }
+  }
   return ok_status();
 }
 

@@ -22,10 +22,10 @@ bool OffsetTracker::done(std::int64_t offset) {
   return true;
 }
 
-std::optional<std::int64_t> OffsetTracker::to_commit() const {
+std::optional<std::int64_t> OffsetTracker::to_commit(bool sync) const {
   if (next_ < 0) return std::nullopt;
   const std::int64_t at = window_.empty() ? next_ : window_.front().offset;
-  if (at == committed_) return std::nullopt;
+  if (at == (sync ? committed_ : sent_)) return std::nullopt;
   return at;
 }
 

@@ -29,11 +29,17 @@ class OffsetTracker {
 
   // The offset to commit (the group's next offset to read): the lowest undecided
   // offset, or one past the highest offset when all are decided. nullopt when nothing
-  // was added yet, or when it equals what committed() last recorded.
-  std::optional<std::int64_t> to_commit() const;
+  // was added yet, or when it equals the last offset recorded: by sent() or
+  // committed() for an asynchronous commit, by committed() alone for a synchronous
+  // one (an asynchronous commit may fail unseen, so a synchronous one makes it again).
+  std::optional<std::int64_t> to_commit(bool sync = true) const;
+
+  // Records that `offset` (a value to_commit() returned) went in an asynchronous
+  // commit, whose outcome is not known.
+  void sent(std::int64_t offset) { sent_ = offset; }
 
   // Records that `offset` (a value to_commit() returned) was committed.
-  void committed(std::int64_t offset) { committed_ = offset; }
+  void committed(std::int64_t offset) { committed_ = sent_ = offset; }
 
   // How many fetched offsets await their decision.
   std::size_t undecided() const { return undecided_; }
@@ -46,6 +52,7 @@ class OffsetTracker {
   std::deque<Entry> window_;     // from the lowest undecided offset on, ascending
   std::int64_t next_ = -1;       // one past the highest offset added; -1: none yet
   std::int64_t committed_ = -1;  // the last committed() offset; -1: none
+  std::int64_t sent_ = -1;       // the last sent() or committed() offset; -1: none
   std::size_t undecided_ = 0;
 };
 
