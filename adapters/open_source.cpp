@@ -120,6 +120,68 @@ StatusOr<std::unique_ptr<Publisher>> open_publisher(const std::string& uri) {
   return unknown_scheme(uri);
 }
 
+Status remove_destination(std::string_view uri) {
+#ifdef IDEM_WITH_REDIS_STREAMS
+  if (has_scheme(uri, "redis-stream")) {
+    auto o = redis_streams::parse_uri(uri);
+    return o.ok() ? redis_streams::remove(*o) : o.status();
+  }
+#endif
+#ifdef IDEM_WITH_RABBITMQ
+  if (has_scheme(uri, "amqp")) {
+    auto o = rabbitmq::parse_uri(uri);
+    return o.ok() ? rabbitmq::remove(*o) : o.status();
+  }
+#endif
+#ifdef IDEM_WITH_NATS
+  if (has_scheme(uri, "nats")) {
+    auto o = nats::parse_uri(uri);
+    return o.ok() ? nats::remove(*o) : o.status();
+  }
+#endif
+#ifdef IDEM_WITH_KAFKA
+  if (has_scheme(uri, "kafka")) {
+    auto o = kafka::parse_uri(uri);
+    return o.ok() ? kafka::remove(*o) : o.status();
+  }
+#endif
+#ifdef IDEM_WITH_PULSAR
+  if (has_scheme(uri, "pulsar-ws")) {
+    auto o = pulsar::parse_uri(uri);
+    return o.ok() ? pulsar::remove(*o) : o.status();
+  }
+#endif
+  return unknown_scheme(uri);
+}
+
+StatusOr<std::string> with_destination_suffix(std::string_view uri, std::string_view suffix) {
+  const std::size_t colon = uri.find("://");
+  const std::string scheme(uri.substr(0, colon == std::string_view::npos ? 0 : colon));
+  if (broker_uri_forms().find("  " + scheme + "://") == std::string::npos) return unknown_scheme(uri);
+  const std::size_t q = uri.find('?');
+  std::string base(uri.substr(0, q));
+  const bool named_by_path = scheme == "redis-stream" || scheme == "kafka" || scheme == "pulsar-ws";
+  if (named_by_path) {
+    const std::size_t slash = base.rfind('/');
+    if (slash == std::string::npos || slash < colon + 3 || slash + 1 == base.size())
+      return invalid_argument("the URI names no " + std::string(scheme == "redis-stream" ? "stream" : "topic"));
+    base += suffix;
+  }
+  if (q == std::string_view::npos) return base;
+  std::string query;
+  for (std::string_view rest = uri.substr(q + 1); !rest.empty();) {
+    const std::size_t amp = rest.find('&');
+    const std::string_view param = rest.substr(0, amp);
+    rest = amp == std::string_view::npos ? std::string_view() : rest.substr(amp + 1);
+    const std::string_view key = param.substr(0, param.find('='));
+    const bool names_destination = key == "queue" || key == "stream" || key == "subject" || key == "dlq" ||
+                                   key == "dlq_stream" || key == "retry_topic";
+    query += (query.empty() ? "" : "&") + std::string(param);
+    if (names_destination && param.size() > key.size() + 1) query += suffix;
+  }
+  return base + "?" + query;
+}
+
 std::string broker_uri_forms() {
   std::string help;
 #ifdef IDEM_WITH_REDIS_STREAMS

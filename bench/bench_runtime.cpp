@@ -62,6 +62,7 @@
 #include "idem/memory_store.hpp"
 #include "idem/runtime.hpp"
 #include "runtime_rows.hpp"
+#include "vector_source.hpp"
 
 namespace idem::bench {
 namespace {
@@ -72,35 +73,6 @@ std::vector<std::string> make_ids(std::size_t n, const std::string& prefix) {
   for (std::size_t i = 0; i < n; ++i) ids.push_back(prefix + std::to_string(i * 7919 % n));
   return ids;
 }
-
-// A source over a vector of bodies; acks only count.
-class VectorSource : public MessageSource {
- public:
-  explicit VectorSource(std::vector<std::string> bodies) : bodies_(std::move(bodies)) {}
-  Status fetch(std::size_t max, Duration, std::vector<Delivery>& out) override {
-    for (std::size_t n = 0; n < max && next_ < bodies_.size(); ++n) {
-      Delivery d;
-      d.body = std::move(bodies_[next_++]);
-      out.push_back(std::move(d));
-    }
-    return ok_status();
-  }
-  Status ack(const Delivery&) override {
-    ++acked_;
-    return ok_status();
-  }
-  Status retry(const Delivery&, Duration) override { return ok_status(); }
-  Status dead_letter(const Delivery&, std::string_view, std::string_view) override { return ok_status(); }
-  StatusOr<bool> drained() override { return next_ >= bodies_.size(); }
-  std::string describe() const override { return "vector"; }
-  void close() override {}
-  std::size_t acked() const { return acked_; }
-
- private:
-  std::vector<std::string> bodies_;
-  std::size_t next_ = 0;
-  std::size_t acked_ = 0;
-};
 
 void spin(std::chrono::microseconds d) {
   const auto until = Clock::now() + d;

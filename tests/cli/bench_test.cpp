@@ -1,6 +1,7 @@
 // `idem bench` on memory: and sqlite: with a small stream: one BENCH line per row,
 // every row finding the stream's duplicates (exit 0) in every round of --repeat, usage
-// errors exit 2.
+// errors exit 2; --source: its usage errors, and the renaming of destinations (the
+// broker runs are in each adapter's tests, support/bench_source_check.hpp).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -10,6 +11,10 @@
 #include <vector>
 
 #include "cli/cli_store.hpp"
+
+#ifdef IDEM_CLI_WITH_BROKERS
+#include "idem/open_source.hpp"
+#endif
 
 namespace idem::testing {
 namespace {
@@ -71,6 +76,41 @@ TEST(IdemBench, InvalidOptionsExitTwo) {
   EXPECT_EQ(run_idem({"bench", "--batch", "0"}).exit_code, 2);
   EXPECT_EQ(run_idem({"bench", "--store", "nosuchscheme"}).exit_code, 2);
 }
+
+TEST(IdemBench, SourceOptionsOutOfRangeExitTwo) {
+  EXPECT_EQ(run_idem({"bench", "--workers", "4"}).exit_code, 2) << "--workers needs --source";
+  EXPECT_EQ(run_idem({"bench", "--handler-ms", "1"}).exit_code, 2) << "--handler-ms needs --source";
+#ifdef IDEM_CLI_WITH_BROKERS
+  const std::string uri = "redis-stream://127.0.0.1:1/s?group=g";
+  EXPECT_EQ(run_idem({"bench", "--source", "nosuch://h/t"}).exit_code, 2);
+  EXPECT_EQ(run_idem({"bench", "--source", uri, "--workers", "0"}).exit_code, 2);
+  EXPECT_EQ(run_idem({"bench", "--source", uri, "--batch", "0"}).exit_code, 2);
+  EXPECT_EQ(run_idem({"bench", "--source", uri, "--handler-ms", "-1"}).exit_code, 2);
+  EXPECT_EQ(run_idem({"bench", "--source", uri, "--store", "nosuchscheme"}).exit_code, 2);
+  // Valid, with nothing listening: the broker failure is exit 1 and one line.
+  const RunResult r = run_idem({"bench", "--source", "redis-stream://:s3cret@127.0.0.1:1/s?group=g"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(r.err.find("s3cret"), std::string::npos) << r.err;
+#endif
+}
+
+#ifdef IDEM_CLI_WITH_BROKERS
+// Every destination name gets the suffix; consumer names and other parameters do not.
+TEST(IdemBench, DestinationSuffixRenamesEveryDestinationAndNothingElse) {
+  auto s = [](const std::string& uri) { return with_destination_suffix(uri, "-x").value(); };
+  EXPECT_EQ(s("redis-stream://:pw@h:1/orders?group=g&dlq=dead"), "redis-stream://:pw@h:1/orders-x?group=g&dlq=dead-x");
+  EXPECT_EQ(s("redis-stream://h:1/orders"), "redis-stream://h:1/orders-x");
+  EXPECT_FALSE(with_destination_suffix("redis-stream://h:1", "-x").ok());
+  EXPECT_FALSE(with_destination_suffix("nosuch://h/t", "-x").ok());
+#ifdef IDEM_CLI_WITH_RABBITMQ
+  EXPECT_EQ(s("amqp://u:p@h:1/%2F?queue=q&prefetch=5&dlq=d"), "amqp://u:p@h:1/%2F?queue=q-x&prefetch=5&dlq=d-x");
+#endif
+#ifdef IDEM_CLI_WITH_NATS
+  EXPECT_EQ(s("nats://h:1?stream=S&durable=D&subject=a.b&dlq_stream=Z"),
+            "nats://h:1?stream=S-x&durable=D&subject=a.b-x&dlq_stream=Z-x");
+#endif
+}
+#endif
 
 }  // namespace
 }  // namespace idem::testing

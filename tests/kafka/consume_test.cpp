@@ -11,6 +11,7 @@
 
 #include "support/consume_broker.hpp"
 #include "support/consume_kills.hpp"
+#include "support/bench_source_check.hpp"
 #include "support/dead_letter_crash.hpp"
 #include "support/kafka_server.hpp"
 #include "support/temp_dir.hpp"
@@ -68,6 +69,12 @@ TEST(KafkaConsume, TheBrokerRestartedUnderARunningConsumerLosesNothing) {
 TEST(KafkaConsume, NoDeadLetterLostWhenKilledBetweenStoreAndBroker) {
   KafkaBroker broker(KafkaServer::shared());
   consume_kills::run_dead_letter_crash_test(broker, {.name = "kafka", .topic = fresh("poison")});
+}
+
+// `idem bench --source` (support/bench_source_check.hpp).
+TEST(KafkaConsume, BenchSourceRunsItsRowsAndRemovesWhatItMade) {
+  KafkaBroker broker(KafkaServer::shared());
+  consume_kills::run_bench_source_test(broker, "kafka");
 }
 
 TEST(KafkaConsume, UnreachableBrokerIsOneLineAndNonZero) {

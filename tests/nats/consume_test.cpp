@@ -14,6 +14,7 @@
 
 #include "nats/jetstream_broker.hpp"
 #include "support/consume_kills.hpp"
+#include "support/bench_source_check.hpp"
 #include "support/dead_letter_crash.hpp"
 #include "support/nats_server.hpp"
 #include "support/temp_dir.hpp"
@@ -54,6 +55,14 @@ TEST(IdemConsumeCrashPoints, NoDeadLetterLostWhenKilledBetweenStoreAndBroker) {
   ASSERT_TRUE(server.ok()) << server.status().to_string();
   JetStreamBroker broker(**server);
   consume_kills::run_dead_letter_crash_test(broker, {.name = "nats", .topic = "poison"});
+}
+
+// `idem bench --source` (support/bench_source_check.hpp).
+TEST(IdemConsume, BenchSourceRunsItsRowsAndRemovesWhatItMade) {
+  auto server = NatsServer::start();
+  ASSERT_TRUE(server.ok()) << server.status().to_string();
+  JetStreamBroker broker(**server);
+  consume_kills::run_bench_source_test(broker, "nats");
 }
 
 // The server is killed and restarted (same port, same store) while idem consume runs:

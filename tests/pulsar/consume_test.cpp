@@ -11,6 +11,7 @@
 
 #include "support/consume_broker.hpp"
 #include "support/consume_kills.hpp"
+#include "support/bench_source_check.hpp"
 #include "support/dead_letter_crash.hpp"
 #include "support/pulsar_server.hpp"
 #include "support/temp_dir.hpp"
@@ -76,6 +77,12 @@ TEST(PulsarConsume, TheBrokerRestartedUnderARunningConsumerLosesNothing) {
 TEST(PulsarConsume, NoDeadLetterLostWhenKilledBetweenStoreAndBroker) {
   PulsarBroker broker(PulsarServer::shared());
   consume_kills::run_dead_letter_crash_test(broker, {.name = "pulsar", .topic = fresh("poison")});
+}
+
+// `idem bench --source` (support/bench_source_check.hpp).
+TEST(PulsarConsume, BenchSourceRunsItsRowsAndRemovesWhatItMade) {
+  PulsarBroker broker(PulsarServer::shared());
+  consume_kills::run_bench_source_test(broker, "pulsar-ws");
 }
 
 TEST(PulsarConsume, UnreachableBrokerIsOneLineAndNonZero) {

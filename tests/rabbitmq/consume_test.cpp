@@ -13,6 +13,7 @@
 
 #include "rabbitmq/queue_broker.hpp"
 #include "support/consume_kills.hpp"
+#include "support/bench_source_check.hpp"
 #include "support/dead_letter_crash.hpp"
 #include "support/rabbitmq_server.hpp"
 #include "support/temp_dir.hpp"
@@ -51,6 +52,12 @@ INSTANTIATE_TEST_SUITE_P(Modes, IdemConsumeKills,
 TEST(IdemConsumeCrashPoints, NoDeadLetterLostWhenKilledBetweenStoreAndBroker) {
   QueueBroker broker(RabbitServer::shared());
   consume_kills::run_dead_letter_crash_test(broker, {.name = "rabbitmq", .topic = "poison"});
+}
+
+// `idem bench --source` (support/bench_source_check.hpp).
+TEST(IdemConsume, BenchSourceRunsItsRowsAndRemovesWhatItMade) {
+  QueueBroker broker(RabbitServer::shared());
+  consume_kills::run_bench_source_test(broker, "amqp");
 }
 
 TEST(IdemConsume, ExhaustedRetriesGoToTheDeadLetterQueue) {

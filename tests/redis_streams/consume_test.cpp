@@ -19,6 +19,7 @@
 
 #include "redis_streams/stream_broker.hpp"
 #include "support/consume_kills.hpp"
+#include "support/bench_source_check.hpp"
 #include "support/dead_letter_crash.hpp"
 #include "support/redis_server.hpp"
 #include "support/temp_dir.hpp"
@@ -51,6 +52,14 @@ TEST_P(IdemConsumeKills, SurviveRandomKillsWithEveryEffectExactlyOnce) {
 INSTANTIATE_TEST_SUITE_P(Modes, IdemConsumeKills,
                          ::testing::Values(Mode{"strict", true, "1"}, Mode{"batches", false, "32"}),
                          [](const ::testing::TestParamInfo<Mode>& i) { return std::string(i.param.name); });
+
+// `idem bench --source` (support/bench_source_check.hpp).
+TEST(IdemConsume, BenchSourceRunsItsRowsAndRemovesWhatItMade) {
+  auto server = RedisServer::start({});
+  ASSERT_TRUE(server.ok()) << server.status().to_string();
+  StreamBroker broker(**server);
+  consume_kills::run_bench_source_test(broker, "redis-stream");
+}
 
 // Killed between a dead letter's record in the store and its forward to the broker
 // (support/dead_letter_crash.hpp): none lost.

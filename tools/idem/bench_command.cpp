@@ -1,5 +1,6 @@
-// `idem bench [--store URI] [--messages N] [--batch N] [--duplicates F] [--repeat N]`:
-// runs, on the user's machine and store, the raw primitive, the naive approach and
+// `idem bench [--store URI] [--messages N] [--batch N] [--duplicates F] [--repeat N]`
+// (with --source URI [--workers N] [--handler-ms MS]: the broker rows of
+// bench_source.cpp) runs, on the user's machine and store, the raw primitive, the naive approach and
 // idem (per message and in batches) over one stream of deliveries, round by round
 // (each row once per round, in turn, on ids of its own), prints a table and one
 // machine-readable BENCH line per row (the median round), and checks that every row
@@ -16,6 +17,9 @@
 #include <vector>
 
 #include "bench_rows.hpp"
+#ifdef IDEM_TOOL_WITH_BROKERS
+#include "bench_source.hpp"
+#endif
 #include "commands.hpp"
 #include "exit_codes.hpp"
 #include "idem/backend/store_uri.hpp"
@@ -33,8 +37,14 @@ constexpr const char* kFooter =
     "(a message, or a batch for the _batch rows and batch). One thread, no-op handler, effectively_once.\n"
     "--repeat N runs the rows N times, interleaved round by round, and reports each row's median round,\n"
     "so that a noisy machine slows every row alike.\n"
-    "Exit status: 0 every row found exactly the stream's duplicates; 1 a row miscounted or the store\n"
-    "failed; 2 invalid options or store URI.";
+    "With --source URI (a broker URI of `idem consume`): rows plain (the broker, at_least_once, no store),\n"
+    "floor (the store over an in-memory source) and idem (both), each through the runtime with --workers\n"
+    "and --batch and a handler sleeping --handler-ms, on destinations of their own (the URI's stream, queue\n"
+    "or topic with a suffix), removed afterwards. Rates from the first receipt to the last decision;\n"
+    "p50_us / p99_us: receipt to decision applied. Defaults there: 20000 messages, batch 100, 2 workers.\n"
+    "Exit status: 0 every row found exactly the stream's duplicates (with --source: plain ran every\n"
+    "delivery, floor and idem every distinct id once); 1 a row miscounted or the store or broker failed;\n"
+    "2 invalid options or URI.";
 
 constexpr std::size_t kMemoryMessages = 1'000'000;  // default --messages on memory:
 constexpr std::size_t kDurableMessages = 100'000;   // default --messages elsewhere
@@ -42,10 +52,15 @@ constexpr auto kBenchTtl = std::chrono::hours(1);   // ttl of the idem rows' rec
 
 struct BenchArgs {
   std::string store = "memory:";
-  std::size_t messages = 0;  // 0: by scheme
-  std::size_t batch = 1000;
+  std::size_t messages = 0;  // 0: by scheme, or 20,000 with --source
+  std::size_t batch = 1000;  // 100 with --source when not given
+  bool batch_given = false;
   double duplicates = 0.10;
   int repeat = 1;
+  std::string source;        // empty: the store rows
+  std::size_t workers = 2;   // with --source
+  double handler_ms = 0;     // with --source
+  bool broker_flags = false; // --workers or --handler-ms given
 };
 
 struct RowReport {
@@ -157,11 +172,12 @@ class BenchRun {
     return check() ? kExitOk : kExitFailure;
   }
 
- private:
   static int usage(const std::string& why) {
     std::cerr << "idem bench: " << why << '\n';
     return kExitUsage;
   }
+
+ private:
 
   std::vector<RowFactory> factories() const {
     std::vector<RowFactory> rows;
@@ -261,6 +277,20 @@ class BenchRun {
   std::vector<std::string> miscounts_;  // the rounds that did not find exactly the duplicates
 };
 
+int run_bench(BenchArgs a) {
+  if (a.source.empty()) {
+    if (a.broker_flags) return BenchRun::usage("--workers and --handler-ms need --source");
+    return BenchRun(a).run();
+  }
+#ifdef IDEM_TOOL_WITH_BROKERS
+  SourceBenchArgs s{a.source, a.store, a.messages, a.workers, a.batch_given ? a.batch : 100, a.handler_ms,
+                    a.duplicates, a.repeat};
+  return run_source_bench(s);
+#else
+  return BenchRun::usage("--source: this idem was built without broker adapters");
+#endif
+}
+
 }  // namespace
 
 void add_bench_command(CLI::App& app, Runner& selected) {
@@ -270,10 +300,19 @@ void add_bench_command(CLI::App& app, Runner& selected) {
   cmd->add_option("--store", args->store, "store URI (default memory:)");
   cmd->add_option("--messages", args->messages,
                   "deliveries in the stream (default 1000000 on memory:, 100000 elsewhere)");
-  cmd->add_option("--batch", args->batch, "ids per batch in the batch rows (default 1000)");
+  cmd->add_option_function<std::size_t>(
+      "--batch", [args](std::size_t n) { args->batch = n, args->batch_given = true; },
+      "ids per batch in the batch rows (default 1000); with --source, RuntimeOptions::batch (default 100)");
   cmd->add_option("--duplicates", args->duplicates, "share of deliveries that re-send an earlier id (default 0.1)");
   cmd->add_option("--repeat", args->repeat, "rounds, rows interleaved; each row's median round is shown (default 1)");
-  cmd->callback([args, &selected] { selected = [args] { return BenchRun(*args).run(); }; });
+  cmd->add_option("--source", args->source, "a broker URI: measure idem on that broker (see below)");
+  cmd->add_option_function<std::size_t>(
+      "--workers", [args](std::size_t n) { args->workers = n, args->broker_flags = true; },
+      "with --source: runtime workers (default 2)");
+  cmd->add_option_function<double>(
+      "--handler-ms", [args](double ms) { args->handler_ms = ms, args->broker_flags = true; },
+      "with --source: each handler call sleeps this long (default 0)");
+  cmd->callback([args, &selected] { selected = [args] { return run_bench(*args); }; });
 }
 
 }  // namespace idem::cli

@@ -43,6 +43,19 @@ StatusOr<std::unique_ptr<MessageSource>> open_source(std::string_view uri, const
 // open_source. Its signature is a PublisherFactory's (outbox.hpp).
 StatusOr<std::unique_ptr<Publisher>> open_publisher(const std::string& uri);
 
+// Deletes, on the broker, what open_source(uri) and open_publisher(uri) create: the
+// stream, queue or topic, with the dead-letter and retry destinations the adapter
+// keeps beside it, and every message in them. What does not exist counts as deleted.
+// Errors as open_source. Meant for destinations made for a run, as `idem bench
+// --source` makes them with with_destination_suffix().
+Status remove_destination(std::string_view uri);
+
+// `uri` with `suffix` appended to every destination name in it: the stream, queue or
+// topic (in the path or the query) and the query's subject, dlq, dlq_stream and
+// retry_topic. Consumer names (group, durable, subscription) are left as they are.
+// kInvalidArgument for a URI of no form this build knows.
+StatusOr<std::string> with_destination_suffix(std::string_view uri, std::string_view suffix);
+
 // One line per URI form this build knows, each ending in '\n', for help texts.
 std::string broker_uri_forms();
 

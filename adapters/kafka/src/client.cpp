@@ -3,6 +3,7 @@
 #include <spdlog/logger.h>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 
 #include "idem/backend/store_uri.hpp"
@@ -139,6 +140,47 @@ StatusOr<int> partition_count(rd_kafka_t* rk, const Options& o, const std::strin
 
 namespace {
 
+// The parts of one topic admin request (CreateTopics, DeleteTopics) that differ.
+struct AdminCall {
+  const char* name;       // for messages
+  rd_kafka_admin_op_t op;
+  std::function<void(rd_kafka_AdminOptions_t*, rd_kafka_queue_t*)> send;
+  std::function<const rd_kafka_topic_result_t**(rd_kafka_event_t*, std::size_t*)> results;
+  rd_kafka_resp_err_t also_fine;  // a per-topic error that counts as success
+  const char* failed;             // "create", "delete": in "cannot <failed> topic T"
+};
+
+// Sends `call`, waits up to o.connect_timeout for its answer and checks every topic's
+// result.
+Status run_admin(rd_kafka_t* rk, const Options& o, const AdminCall& call) {
+  char err[512];
+  rd_kafka_queue_t* q = rd_kafka_queue_new(rk);
+  rd_kafka_AdminOptions_t* opts = rd_kafka_AdminOptions_new(rk, call.op);
+  rd_kafka_AdminOptions_set_request_timeout(opts, static_cast<int>(o.connect_timeout.count()), err, sizeof err);
+  call.send(opts, q);
+  rd_kafka_event_t* ev = rd_kafka_queue_poll(q, static_cast<int>(o.connect_timeout.count()) + 1000);
+  Status result = ok_status();
+  if (ev == nullptr) {
+    result = unavailable(std::string("kafka: no answer to ") + call.name + " from " + broker_list(o));
+  } else if (rd_kafka_event_error(ev) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    result = unavailable(std::string("kafka: ") + call.name + ": " + rd_kafka_event_error_string(ev));
+  } else {
+    std::size_t n = 0;
+    const rd_kafka_topic_result_t** res = call.results(ev, &n);
+    for (std::size_t i = 0; i < n && result.ok(); ++i) {
+      const rd_kafka_resp_err_t e = rd_kafka_topic_result_error(res[i]);
+      if (e == RD_KAFKA_RESP_ERR_NO_ERROR || e == call.also_fine) continue;
+      const char* msg = rd_kafka_topic_result_error_string(res[i]);
+      result = failed_precondition(std::string("kafka: cannot ") + call.failed + " topic " +
+                                   rd_kafka_topic_result_name(res[i]) + ": " + (msg ? msg : rd_kafka_err2str(e)));
+    }
+  }
+  if (ev != nullptr) rd_kafka_event_destroy(ev);
+  rd_kafka_AdminOptions_destroy(opts);
+  rd_kafka_queue_destroy(q);
+  return result;
+}
+
 // CreateTopics for `topics`, o.partitions and o.replication_factor each; "already
 // exists" counts as success.
 Status create_topics(rd_kafka_t* rk, const Options& o, const std::vector<std::string>& topics) {
@@ -152,33 +194,18 @@ Status create_topics(rd_kafka_t* rk, const Options& o, const std::vector<std::st
     }
     news.push_back(nt);
   }
-  rd_kafka_queue_t* q = rd_kafka_queue_new(rk);
-  rd_kafka_AdminOptions_t* opts = rd_kafka_AdminOptions_new(rk, RD_KAFKA_ADMIN_OP_CREATETOPICS);
-  rd_kafka_AdminOptions_set_request_timeout(opts, static_cast<int>(o.connect_timeout.count()), err, sizeof err);
-  rd_kafka_CreateTopics(rk, news.data(), news.size(), opts, q);
-  rd_kafka_event_t* ev = rd_kafka_queue_poll(q, static_cast<int>(o.connect_timeout.count()) + 1000);
-  Status result = ok_status();
-  if (ev == nullptr) {
-    result = unavailable("kafka: no answer to CreateTopics from " + broker_list(o));
-  } else if (rd_kafka_event_error(ev) != RD_KAFKA_RESP_ERR_NO_ERROR) {
-    result = unavailable(std::string("kafka: CreateTopics: ") + rd_kafka_event_error_string(ev));
-  } else {
-    std::size_t n = 0;
-    const rd_kafka_topic_result_t** res =
-        rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(ev), &n);
-    for (std::size_t i = 0; i < n && result.ok(); ++i) {
-      const rd_kafka_resp_err_t e = rd_kafka_topic_result_error(res[i]);
-      if (e == RD_KAFKA_RESP_ERR_NO_ERROR || e == RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS) continue;
-      const char* msg = rd_kafka_topic_result_error_string(res[i]);
-      result = failed_precondition("kafka: cannot create topic " + std::string(rd_kafka_topic_result_name(res[i])) +
-                                   ": " + (msg ? msg : rd_kafka_err2str(e)));
-    }
-  }
-  if (ev != nullptr) rd_kafka_event_destroy(ev);
-  rd_kafka_AdminOptions_destroy(opts);
-  rd_kafka_queue_destroy(q);
+  const Status s = run_admin(
+      rk, o,
+      {"CreateTopics", RD_KAFKA_ADMIN_OP_CREATETOPICS,
+       [&](rd_kafka_AdminOptions_t* opts, rd_kafka_queue_t* q) {
+         rd_kafka_CreateTopics(rk, news.data(), news.size(), opts, q);
+       },
+       [](rd_kafka_event_t* ev, std::size_t* n) {
+         return rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(ev), n);
+       },
+       RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS, "create"});
   for (auto* n : news) rd_kafka_NewTopic_destroy(n);
-  return result;
+  return s;
 }
 
 }  // namespace
@@ -203,6 +230,23 @@ Status ensure_topics(rd_kafka_t* rk, const Options& o, const std::vector<std::st
   if (absent.empty()) return ok_status();
   return failed_precondition("kafka: topics " + absent + " do not exist and could not be created (" + s.message() +
                              ")");
+}
+
+Status delete_topics(rd_kafka_t* rk, const Options& o, const std::vector<std::string>& topics) {
+  std::vector<rd_kafka_DeleteTopic_t*> dels;
+  for (const std::string& t : topics) dels.push_back(rd_kafka_DeleteTopic_new(t.c_str()));
+  const Status s = run_admin(
+      rk, o,
+      {"DeleteTopics", RD_KAFKA_ADMIN_OP_DELETETOPICS,
+       [&](rd_kafka_AdminOptions_t* opts, rd_kafka_queue_t* q) {
+         rd_kafka_DeleteTopics(rk, dels.data(), dels.size(), opts, q);
+       },
+       [](rd_kafka_event_t* ev, std::size_t* n) {
+         return rd_kafka_DeleteTopics_result_topics(rd_kafka_event_DeleteTopics_result(ev), n);
+       },
+       RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART, "delete"});
+  for (auto* d : dels) rd_kafka_DeleteTopic_destroy(d);
+  return s;
 }
 
 Status produce(rd_kafka_t* producer, const std::string& topic, const std::string& key, const std::string& body,

@@ -1,4 +1,4 @@
-// librdkafka handles of the Kafka adapter: configuration, topic creation, a
+// librdkafka handles of the Kafka adapter: configuration, topic creation and removal, a
 // reachability check and produce-and-wait, shared by the source and the publisher.
 #pragma once
 
@@ -44,6 +44,9 @@ StatusOr<int> partition_count(rd_kafka_t* rk, const Options& o, const std::strin
 
 // Creates each of `topics` that does not exist yet (o.partitions each).
 Status ensure_topics(rd_kafka_t* rk, const Options& o, const std::vector<std::string>& topics);
+
+// Deletes each of `topics`; one that does not exist counts as deleted.
+Status delete_topics(rd_kafka_t* rk, const Options& o, const std::vector<std::string>& topics);
 
 // Produces one message (a producer handle made by make_handle) and waits up to
 // o.command_timeout for its delivery report. kUnavailable when it was not delivered.

@@ -95,4 +95,16 @@ StatusOr<std::unique_ptr<Publisher>> open_publisher(const Options& options) {
   return std::unique_ptr<Publisher>(std::move(publisher));
 }
 
+Status remove(const Options& options) {
+  if (Status s = check(options, false); !s.ok()) return s;
+  detail::Context ctx;
+  ctx.log = options.logger.get();
+  auto admin = detail::make_handle(RD_KAFKA_PRODUCER, options, &ctx, {});
+  if (!admin.ok()) return admin.status();
+  if (Status s = detail::check_reachable(admin->get(), options); !s.ok()) return s;
+  const std::string retry = options.retry_topic.empty() ? options.topic + ".retry" : options.retry_topic;
+  const std::string dlq = options.dead_letter_topic.empty() ? options.topic + ".dlq" : options.dead_letter_topic;
+  return detail::delete_topics(admin->get(), options, {options.topic, retry, dlq});
+}
+
 }  // namespace idem::kafka

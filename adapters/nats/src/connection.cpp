@@ -119,6 +119,13 @@ Status Connection::declare_stream(const std::string& name, const std::string& su
   return code != 0 ? failed_precondition(e.message()) : e;
 }
 
+Status Connection::remove_stream(const std::string& name) const {
+  jsErrCode code = static_cast<jsErrCode>(0);
+  const natsStatus s = js_DeleteStream(js_, name.c_str(), nullptr, &code);
+  if (s == NATS_OK || s == NATS_NOT_FOUND || code == JSStreamNotFoundErr) return ok_status();
+  return from_nats(s, "cannot delete stream " + name, code);
+}
+
 Status Connection::declare_consumer(const Options& o) const {
   jsConsumerInfo* info = nullptr;
   jsErrCode code = static_cast<jsErrCode>(0);

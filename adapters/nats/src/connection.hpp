@@ -45,6 +45,9 @@ class Connection {
   // MaxAckPending, filter = subject) or updates an existing one whose AckWait or
   // MaxAckPending differ.
   Status declare_consumer(const Options& o) const;
+  // Deletes stream `name` with its messages and consumers; a stream that does not
+  // exist counts as deleted.
+  Status remove_stream(const std::string& name) const;
 
  private:
   Connection() = default;

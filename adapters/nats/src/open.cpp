@@ -124,4 +124,13 @@ StatusOr<std::unique_ptr<Publisher>> open_publisher(const Options& options) {
   return std::unique_ptr<Publisher>(new JetStreamPublisher(std::move(conn).value(), std::move(o), std::move(errors)));
 }
 
+Status remove(const Options& options) {
+  Options o = options;
+  if (Status s = complete(o, false); !s.ok()) return s;
+  auto conn = detail::Connection::open(o);
+  if (!conn.ok()) return conn.status();
+  if (Status s = (*conn)->remove_stream(o.stream); !s.ok()) return s;
+  return (*conn)->remove_stream(o.dead_letter_stream);
+}
+
 }  // namespace idem::nats

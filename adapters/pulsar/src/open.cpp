@@ -4,6 +4,7 @@
 #include "idem/pulsar_source.hpp"
 #include "producer.hpp"
 #include "topic_source.hpp"
+#include "web.hpp"
 
 namespace idem::pulsar {
 namespace {
@@ -74,6 +75,22 @@ StatusOr<std::unique_ptr<Publisher>> open_publisher(const Options& options) {
   auto p = std::make_unique<TopicPublisher>(std::move(o));
   if (Status s = p->connect(); !s.ok()) return s;
   return std::unique_ptr<Publisher>(std::move(p));
+}
+
+Status remove(const Options& options) {
+  Options o = options;
+  if (Status s = complete(o, false); !s.ok()) return s;
+  for (const std::string& topic : {o.topic, o.dead_letter_topic}) {
+    std::string body;
+    const std::string target = "/admin/v2/" + detail::topic_path(o, topic) + "?force=true";
+    auto code = detail::http_request(detail::endpoint_of(o), "DELETE", target, "", &body, o.request_timeout);
+    if (!code.ok()) return code.status();
+    if (*code != 200 && *code != 204 && *code != 404) {
+      return failed_precondition("pulsar: deleting topic " + topic + " answered HTTP " + std::to_string(*code) + ": " +
+                                 body.substr(0, 200));
+    }
+  }
+  return ok_status();
 }
 
 }  // namespace idem::pulsar

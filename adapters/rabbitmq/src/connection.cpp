@@ -194,6 +194,15 @@ Status Connection::declare(const std::string& queue, bool passive, const amqp_ta
   return ok_status();
 }
 
+Status Connection::remove(const std::string& queue) {
+  if (broken_) return unavailable("amqp: the connection to " + where_ + " is broken");
+  amqp_queue_delete(conn_, kChannel, bytes(queue), 0, 0);
+  Status s = check("queue.delete " + queue);
+  if (s.code() != StatusCode::kNotFound) return s;
+  broken_ = false;  // only the channel was closed (an older broker's answer to an absent queue)
+  return open_channel();
+}
+
 Status Connection::declare_work_queue(const Options& o) {
   Status s = declare(o.queue, true, amqp_empty_table);
   if (s.code() != StatusCode::kNotFound) return s;

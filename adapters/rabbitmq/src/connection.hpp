@@ -54,6 +54,10 @@ class Connection {
   // The work queue: used as it is when it exists, else declared with o.queue_type.
   Status declare_work_queue(const Options& o);
 
+  // queue.delete of `queue`, with its messages; a queue that does not exist counts as
+  // deleted.
+  Status remove(const std::string& queue);
+
   // basic.publish through the default exchange to `queue`, persistent.
   Status publish(const std::string& queue, const std::string& body, const PublishProps& props);
 

@@ -115,4 +115,14 @@ StatusOr<std::unique_ptr<Publisher>> open_publisher(const Options& options) {
   return std::unique_ptr<Publisher>(std::move(p));
 }
 
+Status remove(const Options& options) {
+  if (Status s = check(options); !s.ok()) return s;
+  auto conn = detail::Connection::open(options);
+  if (!conn.ok()) return conn.status();
+  for (const std::string& q : detail::queues_of(options)) {
+    if (Status s = (*conn)->remove(q); !s.ok()) return s;
+  }
+  return ok_status();
+}
+
 }  // namespace idem::rabbitmq

@@ -20,6 +20,10 @@ namespace idem::rabbitmq::detail {
 Duration retry_bucket(Duration delay);
 std::string retry_queue_name(const std::string& queue, Duration bucket);
 
+// Every queue the source declares: the work queue, its dead-letter queue and its retry
+// queues.
+std::vector<std::string> queues_of(const Options& o);
+
 class QueueSource final : public MessageSource {
  public:
   explicit QueueSource(Options o);

@@ -70,4 +70,16 @@ StatusOr<std::unique_ptr<Publisher>> open_publisher(const Options& options) {
   return std::unique_ptr<Publisher>(new StreamPublisher(std::move(conn).value(), options));
 }
 
+Status remove(const Options& options) {
+  if (Status s = check(options, false); !s.ok()) return s;
+  auto conn = detail::Connection::open(options);
+  if (!conn.ok()) return conn.status();
+  const std::string dlq = options.dead_letter_stream.empty() ? options.stream + ":dlq" : options.dead_letter_stream;
+  auto r = (*conn)->call({"DEL", options.stream, dlq}, options.command_timeout);
+  if (!r.ok()) return r.status();
+  if (const std::string e = detail::error_text(r->get()); !e.empty())
+    return failed_precondition("redis-stream: DEL " + options.stream + " refused: " + e);
+  return ok_status();
+}
+
 }  // namespace idem::redis_streams

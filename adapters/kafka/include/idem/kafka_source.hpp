@@ -110,4 +110,9 @@ StatusOr<std::unique_ptr<MessageSource>> open(Options options);
 // command_timeout has passed). Creates the topic if absent, as open() does.
 StatusOr<std::unique_ptr<Publisher>> open_publisher(const Options& options);
 
+// Deletes the topic, its retry topic and its dead-letter topic, with every message in
+// them (the group's committed offsets go with them). A topic that does not exist
+// counts as deleted. `idem bench --source` removes the topics it made with it.
+Status remove(const Options& options);
+
 }  // namespace idem::kafka

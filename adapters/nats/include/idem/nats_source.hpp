@@ -93,4 +93,9 @@ StatusOr<std::unique_ptr<MessageSource>> open(Options options);
 // stream if absent (the durable is not needed and not created).
 StatusOr<std::unique_ptr<Publisher>> open_publisher(const Options& options);
 
+// Deletes the stream and its dead-letter stream, with every message and consumer in
+// them. A stream that does not exist counts as deleted. `idem bench --source` removes
+// the streams it made with it.
+Status remove(const Options& options);
+
 }  // namespace idem::nats

@@ -92,4 +92,9 @@ StatusOr<std::unique_ptr<MessageSource>> open(Options options);
 // publish() returns once the broker has acknowledged every message.
 StatusOr<std::unique_ptr<Publisher>> open_publisher(const Options& options);
 
+// Deletes the topic and its dead-letter topic (the admin REST API, forced: with their
+// messages and subscriptions). A topic that does not exist counts as deleted. `idem
+// bench --source` removes the topics it made with it.
+Status remove(const Options& options);
+
 }  // namespace idem::pulsar

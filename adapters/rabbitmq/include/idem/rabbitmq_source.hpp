@@ -90,4 +90,9 @@ StatusOr<std::unique_ptr<MessageSource>> open(Options options);
 // declares the work queue as open() does.
 StatusOr<std::unique_ptr<Publisher>> open_publisher(const Options& options);
 
+// Deletes the work queue, its dead-letter queue and its retry queues, with every
+// message in them. A queue that does not exist counts as deleted. `idem bench
+// --source` removes the queues it made with it.
+Status remove(const Options& options);
+
 }  // namespace idem::rabbitmq

@@ -75,4 +75,9 @@ StatusOr<std::unique_ptr<MessageSource>> open(Options options);
 // Connects as open() does (the group is not needed and not created).
 StatusOr<std::unique_ptr<Publisher>> open_publisher(const Options& options);
 
+// Deletes the stream and its dead-letter stream, with every entry and consumer group
+// in them. A stream that does not exist counts as deleted. `idem bench --source`
+// removes the streams it made with it.
+Status remove(const Options& options);
+
 }  // namespace idem::redis_streams
