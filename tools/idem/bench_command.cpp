@@ -27,6 +27,21 @@
 #include "idem/open_store.hpp"
 
 namespace idem::cli {
+
+double quantile_us(std::vector<std::int64_t>& ns, double q) {
+  if (ns.empty()) return 0;
+  const auto k = static_cast<std::size_t>(q * static_cast<double>(ns.size() - 1));
+  std::nth_element(ns.begin(), ns.begin() + static_cast<std::ptrdiff_t>(k), ns.end());
+  return static_cast<double>(ns[k]) / 1000.0;
+}
+
+std::string random_nonce() {
+  std::random_device rd;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%08x", rd());
+  return buf;
+}
+
 namespace {
 
 constexpr const char* kFooter =
@@ -69,14 +84,6 @@ struct RowReport {
   double p50_us = 0, p99_us = 0;
   BenchCounts counts;
 };
-
-// The q-quantile of `ns` (reordered), in µs.
-double quantile_us(std::vector<std::int64_t>& ns, double q) {
-  if (ns.empty()) return 0;
-  const auto k = static_cast<std::size_t>(q * static_cast<double>(ns.size() - 1));
-  std::nth_element(ns.begin(), ns.begin() + static_cast<std::ptrdiff_t>(k), ns.end());
-  return static_cast<double>(ns[k]) / 1000.0;
-}
 
 // Runs one row over `ms`, timing each step call.
 RowReport measure(const BenchRow& row, const std::vector<Msg>& ms) {
@@ -136,13 +143,6 @@ BenchRow idem_row(const std::string& path, const std::string& uri, std::size_t c
     };
   }
   return row;
-}
-
-std::string random_nonce() {
-  std::random_device rd;
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%08x", rd());
-  return buf;
 }
 
 class BenchRun {

@@ -45,6 +45,12 @@ struct BenchSetup {
   std::string nonce;  // a per-run prefix of every id, so an existing store sees only new ids
 };
 
+// The q-quantile of `ns` (reordered), in µs; 0 when empty.
+double quantile_us(std::vector<std::int64_t>& ns, double q);
+
+// Eight random hex digits: a run's prefix of every id and destination it makes.
+std::string random_nonce();
+
 // The raw and naive rows of a store scheme, in display order; empty if the scheme has
 // none built in. The idem rows (single, batch) are the same for every store
 // (bench_command.cpp).

@@ -15,7 +15,6 @@
 #include <cstdio>
 #include <iostream>
 #include <mutex>
-#include <random>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -24,6 +23,7 @@
 
 #include "../../bench/id_stream.hpp"
 #include "../../bench/vector_source.hpp"
+#include "bench_rows.hpp"
 #include "exit_codes.hpp"
 #include "idem/backend/store_uri.hpp"
 #include "idem/consumer.hpp"
@@ -84,20 +84,6 @@ struct RowResult {
   double msgs_per_s = 0, p50_us = 0, p99_us = 0;
   std::string wrong;  // empty: every message ran as often as it should
 };
-
-double quantile_us(std::vector<std::int64_t>& ns, double q) {
-  if (ns.empty()) return 0;
-  const auto k = static_cast<std::size_t>(q * static_cast<double>(ns.size() - 1));
-  std::nth_element(ns.begin(), ns.begin() + static_cast<std::ptrdiff_t>(k), ns.end());
-  return static_cast<double>(ns[k]) / 1000.0;
-}
-
-std::string random_nonce() {
-  std::random_device rd;
-  char buf[16];
-  std::snprintf(buf, sizeof buf, "%08x", rd());
-  return buf;
-}
 
 // Removes a destination made for a row when the row ends, however it ends.
 class Scratch {
