@@ -40,7 +40,8 @@ constexpr std::size_t kDefaultMessages = 20'000;
 constexpr std::size_t kPublishChunk = 1'000;
 constexpr auto kStall = std::chrono::seconds(30);  // a row with no decision for this long has lost messages
 constexpr auto kRecordTtl = std::chrono::hours(1);
-constexpr const char* kPaths[] = {"plain", "floor", "idem"};
+enum Path : std::size_t { kPlain, kFloor, kIdem, kPathCount };
+constexpr const char* kPaths[kPathCount] = {"plain", "floor", "idem"};
 
 struct BenchMsg {
   std::string id;
@@ -70,9 +71,10 @@ class Tally {
     return Clock::now() - (p == 0 ? since : Clock::time_point(Clock::duration(p))) > d;
   }
 
-  std::unordered_map<std::string, int> runs_;
-  std::vector<std::int64_t> latency_ns_;
-  Clock::time_point first_, last_;
+  // Read once the runtime has stopped.
+  std::unordered_map<std::string, int> runs_;  // handler runs per id
+  std::vector<std::int64_t> latency_ns_;       // per decision: receipt to applied
+  Clock::time_point first_, last_;             // the first receipt, the last decision
 
  private:
   std::mutex mu_;
@@ -111,10 +113,10 @@ class SourceBench {
     so.duplicate_share = a_.duplicates;
     stream_ = bench::make_stream(so);
     nonce_ = random_nonce();
-    std::vector<std::vector<RowResult>> rounds(3);
+    std::vector<std::vector<RowResult>> rounds(kPathCount);
     try {
       for (int r = 0; r < a_.repeat; ++r)
-        for (std::size_t p = 0; p < 3; ++p) rounds[p].push_back(run_row(p, r));
+        for (std::size_t p = 0; p < kPathCount; ++p) rounds[p].push_back(run_row(static_cast<Path>(p), r));
     } catch (const std::exception& e) {
       std::cerr << "idem bench: " << scrub_secrets(e.what(), a_.source) << '\n';
       return kExitFailure;
@@ -143,7 +145,7 @@ class SourceBench {
   }
 
   // Row `path`'s ids in round `round`: the stream's, with a prefix of their own.
-  std::vector<std::string> ids_for(std::size_t path, int round) const {
+  std::vector<std::string> ids_for(Path path, int round) const {
     const std::string prefix =
         "idem-bench-" + nonce_ + "-" + kPaths[path] + "-" + std::to_string(round) + "-";
     std::vector<std::string> ids;
@@ -186,23 +188,23 @@ class SourceBench {
     return std::make_unique<Consumer<BenchMsg>>(std::move(c).value());
   }
 
-  RowResult run_row(std::size_t path, int round) const {
+  RowResult run_row(Path path, int round) const {
     const std::vector<std::string> ids = ids_for(path, round);
     std::unique_ptr<Scratch> scratch;
     std::unique_ptr<MessageSource> source;
-    if (path == 1) {
+    if (path == kFloor) {
       source = std::make_unique<bench::VectorSource>(ids);
     } else {
       auto uri = with_destination_suffix(a_.source, "-idem-bench-" + nonce_ + "-" + kPaths[path] + "-" +
                                                          std::to_string(round));
-      scratch = std::make_unique<Scratch>(*uri);
+      scratch = std::make_unique<Scratch>(uri.value());  // the URI passed check_args()
       publish(scratch->uri(), ids);
       auto s = open_source(scratch->uri());
       if (!s.ok()) throw std::runtime_error("cannot open the source: " + s.status().to_string());
       source = std::move(s).value();
     }
     Tally tally;
-    run_runtime(*source, *consumer(path != 0, tally), tally);
+    run_runtime(*source, *consumer(path != kPlain, tally), tally);
     source->close();
     return result(path, tally);
   }
@@ -232,7 +234,7 @@ class SourceBench {
     if (!s.ok()) throw std::runtime_error("the runtime stopped: " + s.to_string());
   }
 
-  RowResult result(std::size_t path, Tally& t) const {
+  RowResult result(Path path, Tally& t) const {
     RowResult r{kPaths[path]};
     const double seconds = std::chrono::duration<double>(t.last_ - t.first_).count();
     r.msgs_per_s = seconds > 0 ? static_cast<double>(t.latency_ns_.size()) / seconds : 0;
@@ -243,13 +245,13 @@ class SourceBench {
   }
 
   // plain runs every delivery (duplicates too); floor and idem every distinct id once.
-  std::string wrong_counts(std::size_t path, const Tally& t) const {
+  std::string wrong_counts(Path path, const Tally& t) const {
     std::size_t runs = 0, wrong = 0;
     for (const auto& [id, n] : t.runs_) {
       runs += static_cast<std::size_t>(n);
-      if (path != 0 && n != 1) ++wrong;
+      if (path != kPlain && n != 1) ++wrong;
     }
-    const std::size_t expected = path == 0 ? stream_.messages.size() : stream_.unique;
+    const std::size_t expected = path == kPlain ? stream_.messages.size() : stream_.unique;
     if (t.latency_ns_.size() == stream_.messages.size() && t.runs_.size() == stream_.unique && runs == expected &&
         wrong == 0)
       return {};
@@ -293,7 +295,8 @@ int SourceBench::report(std::vector<std::vector<RowResult>>& rounds) const {
                 scheme_.c_str(), m.path.c_str(), a_.workers, a_.handler_ms, m.msgs_per_s, m.p50_us, m.p99_us);
   auto ratio = [](double a, double b) { return b > 0 ? a / b : 0; };
   std::printf("RATIO broker=%s idem/plain=%.2f idem/floor=%.2f\n", scheme_.c_str(),
-              ratio(medians[2].msgs_per_s, medians[0].msgs_per_s), ratio(medians[2].msgs_per_s, medians[1].msgs_per_s));
+              ratio(medians[kIdem].msgs_per_s, medians[kPlain].msgs_per_s),
+              ratio(medians[kIdem].msgs_per_s, medians[kFloor].msgs_per_s));
   std::fflush(stdout);
   return all_right ? kExitOk : kExitFailure;
 }
