@@ -141,8 +141,24 @@ void curve_targets(std::vector<Target>& targets) {
   targets.push_back({"sqlite_sleep1ms_w8", "sqlite_sleep1ms_w1", 0.0});
 }
 
+// Per broker, idem's CPU per message (all processes: client, broker, SQLite) against
+// its two parts run alone, the plain loop and SQLite's batch floor, and how busy the
+// machine was: near 100%, the row is bound by the machine's CPUs, and only fewer
+// instructions per message make it faster.
+void print_cpu_split(const std::vector<std::string>& brokers, std::map<std::string, MachineCpu>& cpu_of) {
+  const MachineCpu floor = cpu_of["sqlite_batch_floor"];
+  for (const std::string& b : brokers) {
+    const MachineCpu idem = cpu_of["idem_" + b], plain = cpu_of["plain_" + b];
+    if (idem.us_per_msg <= 0) continue;
+    std::printf("idem_%s cpu: %.2f us/msg (machine %.0f%% busy) = plain_%s %.2f + sqlite_batch_floor %.2f %+.2f\n",
+                b.c_str(), idem.us_per_msg, 100 * idem.busy, b.c_str(), plain.us_per_msg, floor.us_per_msg,
+                idem.us_per_msg - plain.us_per_msg - floor.us_per_msg);
+  }
+}
+
 int run(std::size_t n, std::size_t cpu_n, std::size_t stream_n, std::size_t batch, bool strict, bool redis, bool amqp,
         bool nats, bool kafka, bool pulsar, bool curve) {
+  start_cpu_sampler();
   std::vector<Row> rows;
   const auto ids = make_ids(n, "orders-");
   rows.push_back({"consumer", "Consumer::process, memory store, no-op, 1 thread", consumer_alone(ids)});
@@ -163,8 +179,10 @@ int run(std::size_t n, std::size_t cpu_n, std::size_t stream_n, std::size_t batc
   targets.push_back({"idem_no_broker", "sqlite_batch_floor", 0.0});
   // Each broker: idem ≥ 0.7 × its plain loop, or ≥ 0.9 × SQLite's batch floor where the
   // plain loop outruns what SQLite commits.
+  std::vector<std::string> brokers;
   auto broker = [&](const std::string& name) {
     targets.push_back({"idem_" + name, "plain_" + name, 0.7, "sqlite_batch_floor", 0.9});
+    brokers.push_back(name);
   };
   if (redis) {
     if (!stream_rows(stream_n, batch, rows)) return 2;
@@ -215,10 +233,13 @@ int run(std::size_t n, std::size_t cpu_n, std::size_t stream_n, std::size_t batc
   (void)pulsar;
 #endif
   std::map<std::string, double> by_name;
-  std::printf("%-18s %14s  %s\n", "row", "msgs/s", "what");
+  std::map<std::string, MachineCpu> cpu_of;
+  std::printf("%-18s %14s %10s %5s  %s\n", "row", "msgs/s", "cpu_us/msg", "busy", "what");
   for (const Row& r : rows) {
     by_name[r.name] = r.msgs_per_s;
-    std::printf("%-18s %14s  %s\n", r.name.c_str(), with_commas(r.msgs_per_s).c_str(), r.what.c_str());
+    cpu_of[r.name] = r.cpu;
+    std::printf("%-18s %14s %10.2f %4.0f%%  %s\n", r.name.c_str(), with_commas(r.msgs_per_s).c_str(),
+                r.cpu.us_per_msg, 100 * r.cpu.busy, r.what.c_str());
   }
   bool ok = true;
   for (const Target& t : targets) {
@@ -236,6 +257,7 @@ int run(std::size_t n, std::size_t cpu_n, std::size_t stream_n, std::size_t batc
       std::printf("%s / %s = %.2f\n", t.row.c_str(), t.base.c_str(), ratio);
     }
   }
+  print_cpu_split(brokers, cpu_of);
   return strict && !ok ? 3 : 0;
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "idem/runtime.hpp"
+#include "machine_cpu.hpp"
 
 struct sqlite3;
 struct sqlite3_stmt;
@@ -22,6 +23,10 @@ using Clock = std::chrono::steady_clock;
 struct Row {
   std::string name, what;
   double msgs_per_s = 0;
+  // The machine's CPU over the window of the last rate() call: the one that computed
+  // msgs_per_s, when the row is built as {name, what, <a call ending in rate()>}
+  // (a braced list initializes its members in order).
+  MachineCpu cpu = last_window_cpu();
 };
 
 // A message whose body is its id.
@@ -37,7 +42,10 @@ inline Extractors<Msg> extractors() {
 
 inline StatusOr<Msg> decode(const Delivery& d) { return Msg{d.body}; }
 
+// n messages over d, which ended now; the window is kept for last_window_cpu().
 inline double rate(std::size_t n, Clock::duration d) {
+  const Clock::time_point now = Clock::now();
+  note_window(now - d, now, n);
   return static_cast<double>(n) / std::chrono::duration<double>(d).count();
 }
 
