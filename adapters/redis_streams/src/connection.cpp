@@ -31,6 +31,14 @@ void append(redisContext* c, const std::vector<std::string>& argv) {
 
 void ReplyDeleter::operator()(redisReply* r) const { freeReplyObject(r); }
 
+void encode_bulk(std::string& out, std::string_view arg) {
+  out += '$';
+  out += std::to_string(arg.size());
+  out += "\r\n";
+  out += arg;
+  out += "\r\n";
+}
+
 std::string error_text(const redisReply* r) {
   if (r == nullptr || r->type != REDIS_REPLY_ERROR) return {};
   return std::string(r->str, r->len);
@@ -80,6 +88,15 @@ StatusOr<ReplyPtr> Connection::call(const std::vector<std::string>& argv, Durati
   auto replies = pipeline({argv}, timeout);
   if (!replies.ok()) return replies.status();
   return std::move(replies->front());
+}
+
+StatusOr<ReplyPtr> Connection::call_encoded(const std::string& command, Duration timeout) {
+  if (broken_) return unavailable("redis-stream: the connection is broken");
+  set_timeout(timeout);
+  redisAppendFormattedCommand(c_, command.data(), command.size());
+  void* reply = nullptr;
+  if (redisGetReply(c_, &reply) != REDIS_OK || reply == nullptr) return io_error("reading a reply");
+  return ReplyPtr(static_cast<redisReply*>(reply));
 }
 
 StatusOr<std::vector<ReplyPtr>> Connection::pipeline(const std::vector<std::vector<std::string>>& cmds,

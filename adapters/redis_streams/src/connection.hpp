@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "idem/redis_stream_source.hpp"
@@ -30,6 +31,8 @@ class Connection {
   // returned as a reply (type REDIS_REPLY_ERROR); kUnavailable on I/O errors (the
   // connection is then broken()).
   StatusOr<ReplyPtr> call(const std::vector<std::string>& argv, Duration timeout);
+  // The same for a command already in RESP (encode_bulk()): no per-argument formatting.
+  StatusOr<ReplyPtr> call_encoded(const std::string& command, Duration timeout);
   // Sends every command in one write, then reads their replies in order.
   StatusOr<std::vector<ReplyPtr>> pipeline(const std::vector<std::vector<std::string>>& cmds, Duration timeout);
 
@@ -44,6 +47,10 @@ class Connection {
   bool broken_ = false;
   Duration timeout_{-1};
 };
+
+// Appends `arg` to `out` as a RESP bulk string ("$<len>\r\n<arg>\r\n"); a command is
+// "*<argc>\r\n" followed by its arguments so encoded.
+void encode_bulk(std::string& out, std::string_view arg);
 
 // Returns "ERR …" text of an error reply, or empty when `r` is not an error.
 std::string error_text(const redisReply* r);

@@ -43,6 +43,12 @@ class StreamSource final : public MessageSource {
   Status create_group();
   // One command on the connection, reconnecting first if it broke.
   StatusOr<ReplyPtr> call(const std::vector<std::string>& argv, Duration block = Duration(0));
+  // The same for a command in RESP (Connection::call_encoded).
+  StatusOr<ReplyPtr> call_encoded(const std::string& command);
+  // Connects (and makes the group) when needed, then send(connection, timeout); once
+  // more after making the group again when the server lost it.
+  template <class Send>
+  StatusOr<ReplyPtr> call_with(Send send, Duration timeout);
   Status read_history(std::size_t max, std::vector<Delivery>& out);
   Status read_new(std::size_t max, Duration timeout, std::vector<Delivery>& out);
   Status claim_due_retries(std::size_t max, std::vector<Delivery>& out);
@@ -66,7 +72,8 @@ class StreamSource final : public MessageSource {
   TimePoint next_autoclaim_{};
   std::unordered_map<std::string, TimePoint> in_flight_;  // fetched, not settled: when last claimed
   TimePoint next_touch_{};                                // keep_alive() looks again then
-  std::vector<std::string> acks_;              // acked, not yet sent (see ack())
+  std::string acks_;                           // acked, not yet sent: their ids in RESP (see ack())
+  std::size_t ack_count_ = 0;                  // how many ids acks_ holds
   std::multimap<TimePoint, Retry> retries_;    // due time → entry to take again
 };
 
