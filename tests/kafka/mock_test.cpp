@@ -47,6 +47,24 @@ std::vector<Delivery> fetch_n(MessageSource& s, std::size_t n, std::chrono::mill
   return out;
 }
 
+// A topic "t" of 5 messages, all fetched by a member of group "g".
+struct FiveFetched {
+  std::unique_ptr<MockCluster> c;
+  std::unique_ptr<MessageSource> s;
+  std::vector<Delivery> got;
+
+  void start() {
+    c = cluster();
+    ASSERT_TRUE(c->create_topic("t", 1).ok());
+    publish(*c, "t", 5);
+    auto opened = open(options(*c, "t", "g"));
+    ASSERT_TRUE(opened.ok()) << opened.status().to_string();
+    s = std::move(opened).value();
+    got = fetch_n(*s, 5);
+    ASSERT_EQ(got.size(), 5u);
+  }
+};
+
 TEST(KafkaSource, UnreachableBrokersFailOpenWithinTheConnectTimeout) {
   auto o = parse_uri("kafka://127.0.0.1:1/t?group=g&connect_timeout_ms=500");
   ASSERT_TRUE(o.ok());
@@ -61,19 +79,15 @@ TEST(KafkaSource, UnreachableBrokersFailOpenWithinTheConnectTimeout) {
 // Refused commits leave the prefix uncommitted, and drained() says so, until a later
 // commit lands.
 TEST(KafkaSource, RefusedOffsetCommitsAreMadeAgainUntilTheyLand) {
-  auto c = cluster();
-  ASSERT_TRUE(c->create_topic("t", 1).ok());
-  publish(*c, "t", 5);
-  auto s = open(options(*c, "t", "g"));
-  ASSERT_TRUE(s.ok()) << s.status().to_string();
-  std::vector<Delivery> got = fetch_n(**s, 5);
-  ASSERT_EQ(got.size(), 5u);
+  FiveFetched f;
+  ASSERT_NO_FATAL_FAILURE(f.start());
+  auto& [c, s, got] = f;
   c->fail_requests(kOffsetCommit, 3, RD_KAFKA_RESP_ERR_OFFSET_METADATA_TOO_LARGE);
-  for (const Delivery& d : got) ASSERT_TRUE((*s)->ack(d).ok());
+  for (const Delivery& d : got) ASSERT_TRUE(s->ack(d).ok());
   int refused = 0;
   bool drained = false;
   for (int i = 0; i < 20 && !drained; ++i) {
-    auto r = (*s)->drained();
+    auto r = s->drained();
     if (!r.ok()) {
       ++refused;
       continue;
@@ -89,22 +103,18 @@ TEST(KafkaSource, RefusedOffsetCommitsAreMadeAgainUntilTheyLand) {
 // not seen as it fails; drained() commits the offsets again, synchronously, and so
 // reports the partition done only once the group's offset is really at its end.
 TEST(KafkaSource, ARefusedAsynchronousCommitIsMadeAgainByDrained) {
-  auto c = cluster();
-  ASSERT_TRUE(c->create_topic("t", 1).ok());
-  publish(*c, "t", 5);
-  auto s = open(options(*c, "t", "g"));
-  ASSERT_TRUE(s.ok()) << s.status().to_string();
-  std::vector<Delivery> got = fetch_n(**s, 5);
-  ASSERT_EQ(got.size(), 5u);
-  for (const Delivery& d : got) ASSERT_TRUE((*s)->ack(d).ok());
+  FiveFetched f;
+  ASSERT_NO_FATAL_FAILURE(f.start());
+  auto& [c, s, got] = f;
+  for (const Delivery& d : got) ASSERT_TRUE(s->ack(d).ok());
   c->fail_requests(kOffsetCommit, 1, RD_KAFKA_RESP_ERR_OFFSET_METADATA_TOO_LARGE);
   std::vector<Delivery> none;
-  for (int i = 0; i < 10; ++i) ASSERT_TRUE((*s)->fetch(1, Duration(50), none).ok());  // the async commit, refused
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(s->fetch(1, Duration(50), none).ok());  // the async commit, refused
   ASSERT_TRUE(none.empty());
   EXPECT_EQ(c->lag("t", "g"), 5) << "the injected error did not meet the asynchronous commit";
   bool drained = false;
   for (int i = 0; i < 20 && !drained; ++i) {
-    auto r = (*s)->drained();
+    auto r = s->drained();
     ASSERT_TRUE(r.ok()) << r.status().to_string();
     drained = *r;
   }
