@@ -337,6 +337,11 @@ void run_partition_test(Broker& broker, const Mode& mode, const KillOptions& o, 
   *(std::find(there.begin(), there.end(), "--source") + 1) = broker.source_uri_from(host.here(), o.topic, o.group);
   ASSERT_TRUE(host.lose(p.loss_percent).ok());
   const pid_t cut_off = spawn_idem(there, log_there, &host);
+  // The other consumer starts once this one works: over a lossy link its connection
+  // may take seconds (lost SYNs), in which the other would take the whole workload.
+  const auto working_by = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (lines_with(log_there, "\"type\":\"effect\"") == 0 && std::chrono::steady_clock::now() < working_by)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   const pid_t here = spawn_idem(consume_args(broker, mode, o, db), log_here);
   for (int i = 0; i < p.cuts; ++i) {
     std::this_thread::sleep_for(p.between);

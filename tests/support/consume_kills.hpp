@@ -79,7 +79,8 @@ void run_kill_test(Broker& broker, const Mode& mode, const KillOptions& options 
 // The partition test of `idem consume` (label "partitions"): the same workload and
 // checks, with two consumers of the group and no kills. One runs on `host`
 // (support/netns.hpp) and reaches the broker over its link (the broker's URIs with
-// Broker::source_uri_from(host.here(), …), where the broker must listen too); the link is
+// Broker::source_uri_from(host.here(), …), where the broker must listen too); the other
+// starts once that one has applied an effect (up to 60 s). The link is
 // cut `cuts` times for `cut_for` (longer than the lease: the other consumer takes the
 // cut one's deliveries over) with `between` of service before each cut. Both must
 // reconnect by themselves and exit at idle. With loss_percent, the link also drops that
