@@ -59,8 +59,7 @@ void read_headers(const rd_kafka_message_t* m, Delivery& d) {
 
 KafkaSource::KafkaSource(Options o)
     : o_(std::move(o)), clock_(o_.clock ? o_.clock : system_clock()), log_(o_.logger.get()) {
-  if (o_.retry_topic.empty()) o_.retry_topic = o_.topic + ".retry";
-  if (o_.dead_letter_topic.empty()) o_.dead_letter_topic = o_.topic + ".dlq";
+  fill_default_names(o_);
   ctx_.log = log_;
   ctx_.rebalance = &KafkaSource::on_rebalance;
   ctx_.self = this;
@@ -72,6 +71,11 @@ std::string KafkaSource::describe() const { return "kafka " + broker_list(o_) + 
 
 bool KafkaSource::cooperative() const {
   return std::string_view(rd_kafka_rebalance_protocol(consumer_.get())) == "COOPERATIVE";
+}
+
+void fill_default_names(Options& o) {
+  if (o.retry_topic.empty()) o.retry_topic = o.topic + ".retry";
+  if (o.dead_letter_topic.empty()) o.dead_letter_topic = o.topic + ".dlq";
 }
 
 std::int64_t KafkaSource::now_ms() const { return to_unix_ms(clock_->now()); }

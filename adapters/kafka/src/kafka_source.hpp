@@ -15,6 +15,9 @@
 
 namespace idem::kafka::detail {
 
+// Sets the retry and dead-letter topics left empty to "<topic>.retry", "<topic>.dlq".
+void fill_default_names(Options& o);
+
 class KafkaSource final : public MessageSource {
  public:
   explicit KafkaSource(Options o);

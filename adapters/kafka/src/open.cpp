@@ -102,9 +102,9 @@ Status remove(const Options& options) {
   auto admin = detail::make_handle(RD_KAFKA_PRODUCER, options, &ctx, {});
   if (!admin.ok()) return admin.status();
   if (Status s = detail::check_reachable(admin->get(), options); !s.ok()) return s;
-  const std::string retry = options.retry_topic.empty() ? options.topic + ".retry" : options.retry_topic;
-  const std::string dlq = options.dead_letter_topic.empty() ? options.topic + ".dlq" : options.dead_letter_topic;
-  return detail::delete_topics(admin->get(), options, {options.topic, retry, dlq});
+  Options o = options;
+  detail::fill_default_names(o);
+  return detail::delete_topics(admin->get(), o, {o.topic, o.retry_topic, o.dead_letter_topic});
 }
 
 }  // namespace idem::kafka

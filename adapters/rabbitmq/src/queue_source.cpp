@@ -54,15 +54,19 @@ std::string retry_queue_name(const std::string& queue, Duration bucket) {
   return queue + ".retry." + std::to_string(bucket.count()) + "ms";
 }
 
+std::string dead_letter_queue_of(const Options& o) {
+  return o.dead_letter_queue.empty() ? o.queue + ".dlq" : o.dead_letter_queue;
+}
+
 std::vector<std::string> queues_of(const Options& o) {
-  std::vector<std::string> qs{o.queue, o.dead_letter_queue.empty() ? o.queue + ".dlq" : o.dead_letter_queue};
+  std::vector<std::string> qs{o.queue, dead_letter_queue_of(o)};
   for (Duration b = kMinRetryBucket; b <= kMaxRetryBucket; b *= 2) qs.push_back(retry_queue_name(o.queue, b));
   return qs;
 }
 
 QueueSource::QueueSource(Options o)
     : o_(std::move(o)), clock_(o_.clock ? o_.clock : system_clock()), log_(o_.logger.get()) {
-  if (o_.dead_letter_queue.empty()) o_.dead_letter_queue = o_.queue + ".dlq";
+  o_.dead_letter_queue = dead_letter_queue_of(o_);
 }
 
 std::string QueueSource::describe() const {

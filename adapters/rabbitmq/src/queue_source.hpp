@@ -20,6 +20,9 @@ namespace idem::rabbitmq::detail {
 Duration retry_bucket(Duration delay);
 std::string retry_queue_name(const std::string& queue, Duration bucket);
 
+// The dead-letter queue: Options::dead_letter_queue, or "<queue>.dlq" when empty.
+std::string dead_letter_queue_of(const Options& o);
+
 // Every queue the source declares: the work queue, its dead-letter queue and its retry
 // queues.
 std::vector<std::string> queues_of(const Options& o);

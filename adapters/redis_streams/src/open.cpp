@@ -74,8 +74,7 @@ Status remove(const Options& options) {
   if (Status s = check(options, false); !s.ok()) return s;
   auto conn = detail::Connection::open(options);
   if (!conn.ok()) return conn.status();
-  const std::string dlq = options.dead_letter_stream.empty() ? options.stream + ":dlq" : options.dead_letter_stream;
-  auto r = (*conn)->call({"DEL", options.stream, dlq}, options.command_timeout);
+  auto r = (*conn)->call({"DEL", options.stream, detail::dead_letter_stream_of(options)}, options.command_timeout);
   if (!r.ok()) return r.status();
   if (const std::string e = detail::error_text(r->get()); !e.empty())
     return failed_precondition("redis-stream: DEL " + options.stream + " refused: " + e);

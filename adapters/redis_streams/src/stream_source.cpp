@@ -35,10 +35,14 @@ Status from_error(const std::string& what, const redisReply* r) {
 
 }  // namespace
 
+std::string dead_letter_stream_of(const Options& o) {
+  return o.dead_letter_stream.empty() ? o.stream + ":dlq" : o.dead_letter_stream;
+}
+
 StreamSource::StreamSource(Options o)
     : o_(std::move(o)), clock_(o_.clock ? o_.clock : system_clock()), log_(o_.logger.get()) {
   if (o_.consumer.empty()) o_.consumer = default_consumer_name();
-  if (o_.dead_letter_stream.empty()) o_.dead_letter_stream = o_.stream + ":dlq";
+  o_.dead_letter_stream = dead_letter_stream_of(o_);
 }
 
 std::string StreamSource::describe() const {

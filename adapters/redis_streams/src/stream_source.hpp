@@ -13,6 +13,9 @@
 
 namespace idem::redis_streams::detail {
 
+// The dead-letter stream: Options::dead_letter_stream, or "<stream>:dlq" when empty.
+std::string dead_letter_stream_of(const Options& o);
+
 class StreamSource final : public MessageSource {
  public:
   explicit StreamSource(Options o);
