@@ -100,6 +100,13 @@ class Consumer {
     return extractors_.key(m);
   }
 
+  // The message id this consumer reads from m (Extractors::id), or nullopt when m has
+  // none. The runtime runs the copies of one id one after another.
+  std::optional<std::string_view> id_of(const Msg& m) const {
+    if (!extractors_.id) return std::nullopt;
+    return extractors_.id(m);
+  }
+
  private:
   struct Call {
     Consumer* self;

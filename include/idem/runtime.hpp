@@ -167,8 +167,12 @@ class Runtime {
         return item;
       }
       item->msg.emplace(std::move(m).value());
-      if (std::optional<std::string_view> k = consumer_.key_of(*item->msg)) {
-        item->key.assign(k->data(), k->size());
+      // By entity key; without one by id, so that a copy that comes while its id runs
+      // waits for that run's decision (then duplicate) instead of meeting its lease.
+      std::optional<std::string_view> k = consumer_.key_of(*item->msg);
+      if (!k) k = consumer_.id_of(*item->msg);
+      if (k) {
+        item->key = detail::queue_key(*k);
         item->keyed = true;
       }
       return item;

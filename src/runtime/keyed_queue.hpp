@@ -1,14 +1,15 @@
 // The runtime's dispatch queue: per-key order with different keys in parallel.
 // A keyed item becomes ready only when no earlier item of its key is ready or
 // running; unkeyed items are ready at once. Not thread-safe: the loop guards it with
-// its mutex.
+// its mutex. The items waiting behind a key are chained through
+// WorkItem::next_of_key, so queueing an item allocates at most one map node.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <functional>
-#include <string>
-#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "idem/runtime.hpp"
@@ -37,9 +38,43 @@ class KeyedQueue {
   std::size_t queued() const { return queued_; }
 
  private:
+  // The items waiting behind a key's ready or running item, oldest first.
+  struct Waiting {
+    WorkItem* head = nullptr;
+    WorkItem* tail = nullptr;
+  };
+  // Keys (queue_key(), never 0) → Waiting, in one array probed linearly: no allocation
+  // per key, since every message of a consumer without entity keys is keyed by its id.
+  class KeyTable {
+   public:
+    Waiting* find(std::uint64_t key);
+    // The key's entry, and whether it was added.
+    std::pair<Waiting*, bool> try_emplace(std::uint64_t key);
+    void erase(std::uint64_t key);
+    template <class F>
+    void for_each(F&& f) {
+      for (Slot& s : slots_)
+        if (s.key != 0) f(s.waiting);
+    }
+
+   private:
+    struct Slot {
+      std::uint64_t key = 0;  // 0: empty
+      Waiting waiting;
+    };
+    std::size_t slot_of(std::uint64_t key) const;  // its slot, or the empty one ending its probe
+    void grow();
+
+    std::vector<Slot> slots_ = std::vector<Slot>(64);
+    std::size_t size_ = 0;
+  };
+
+  // Appends the chain starting at `w` to `out`; returns how many it appended.
+  static std::size_t append_chain(WorkItem* w, std::vector<WorkItem*>& out);
+
   std::deque<WorkItem*> ready_;
-  // Keys with an item ready or running → the items queued behind it.
-  std::unordered_map<std::string, std::deque<WorkItem*>> busy_;
+  // Keys with an item ready or running → the items waiting behind it.
+  KeyTable busy_;
   std::size_t queued_ = 0;
 };
 

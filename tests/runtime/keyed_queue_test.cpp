@@ -3,7 +3,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <map>
 #include <memory>
+#include <random>
+#include <string>
 #include <vector>
 
 namespace idem::detail {
@@ -11,7 +15,7 @@ namespace {
 
 std::unique_ptr<WorkItem> item(const std::string& key, const std::string& id) {
   auto w = std::make_unique<WorkItem>();
-  w->key = key;
+  w->key = queue_key(key);
   w->keyed = !key.empty();
   w->delivery.broker_id = id;
   return w;
@@ -54,6 +58,61 @@ TEST(KeyedQueue, RemovingAnItemRemovesTheRestOfItsKey) {
   EXPECT_EQ(ids(removed), (std::vector<std::string>{"b1", "b2", "a2", "a3"}));
   EXPECT_EQ(q.queued(), 0u);
   EXPECT_FALSE(q.finish(a1.get()));
+}
+
+TEST(KeyedQueue, AChainCutInTheMiddleKeepsItsHeadAndTakesNewItemsBehindIt) {
+  auto a1 = item("a", "a1"), a2 = item("a", "a2"), a3 = item("a", "a3"), a4 = item("a", "a4"), a5 = item("a", "a5");
+  KeyedQueue q;
+  for (WorkItem* w : {a1.get(), a2.get(), a3.get(), a4.get()}) q.push(w);
+  std::vector<WorkItem*> taken;
+  q.take(1, taken);  // a1 runs; a2, a3, a4 wait
+  std::vector<WorkItem*> removed;
+  q.remove_waiting([](const WorkItem& w) { return w.delivery.broker_id == "a3"; }, removed);
+  EXPECT_EQ(ids(removed), (std::vector<std::string>{"a3", "a4"}));
+  EXPECT_EQ(q.queued(), 1u);
+  q.push(a5.get());  // queued behind a2, the chain's new tail
+  EXPECT_TRUE(q.finish(a1.get()));
+  taken.clear();
+  q.take(10, taken);
+  EXPECT_EQ(ids(taken), (std::vector<std::string>{"a2"}));
+  EXPECT_TRUE(q.finish(a2.get()));
+  taken.clear();
+  q.take(10, taken);
+  EXPECT_EQ(ids(taken), (std::vector<std::string>{"a5"}));
+  EXPECT_FALSE(q.finish(a5.get()));
+  EXPECT_EQ(q.queued(), 0u);
+}
+
+// Keys that share their home slots (multiples of 64 apart, some at the table's end)
+// make long probe runs that wrap around; items of each key must still come out one
+// at a time, in push order, and every item exactly once.
+TEST(KeyedQueue, KeysThatCollideKeepTheirOrderThroughRandomFinishes) {
+  std::mt19937 rng(11);
+  std::vector<std::unique_ptr<WorkItem>> items;
+  std::map<std::uint64_t, std::vector<int>> pushed;
+  KeyedQueue q;
+  for (int i = 0; i < 5000; ++i) {
+    auto w = std::make_unique<WorkItem>();
+    w->key = (rng() % 2 == 0 ? 63 : 1) + 64 * static_cast<std::uint64_t>(rng() % 40);
+    w->keyed = true;
+    w->delivery.broker_id = std::to_string(i);
+    pushed[w->key].push_back(i);
+    q.push(w.get());
+    items.push_back(std::move(w));
+  }
+  std::map<std::uint64_t, std::vector<int>> ran;
+  std::vector<WorkItem*> running;
+  while (q.queued() > 0 || !running.empty()) {
+    q.take(1 + rng() % 8, running);
+    std::shuffle(running.begin(), running.end(), rng);
+    const std::size_t done = 1 + rng() % running.size();
+    for (std::size_t i = 0; i < done; ++i) {
+      ran[running.back()->key].push_back(std::stoi(running.back()->delivery.broker_id));
+      q.finish(running.back());
+      running.pop_back();
+    }
+  }
+  EXPECT_EQ(ran, pushed);
 }
 
 }  // namespace

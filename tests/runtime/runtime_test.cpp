@@ -346,6 +346,71 @@ TEST(Runtime, RetriedMessagesComeBackAndSucceed) {
   EXPECT_EQ(source.count("ack"), 50u);
 }
 
+// Copies of one id fetched together (a producer's re-send) run one after another: the
+// later copy waits for the earlier's decision and is then a duplicate, instead of
+// meeting the earlier's lease and going back to the broker as in_progress.
+TEST(Runtime, ACopyOfAnIdInFlightWaitsForItsDecision) {
+  FakeSource source;
+  const int kIds = 200;
+  for (int i = 0; i < kIds; ++i) {
+    source.push(body(i, "", 0));
+    source.push(body(i, "", 0));
+  }
+  std::mutex mu;
+  std::map<std::string, int> runs, active;
+  bool overlapped = false;
+  auto consumer = Consumer<Msg>::create(consumer_options(), extractors(), [&](const Msg& m, HandlerContext&) {
+    {
+      std::lock_guard lock(mu);
+      if (active[m.id]++ > 0) overlapped = true;
+      ++runs[m.id];
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+    std::lock_guard lock(mu);
+    --active[m.id];
+    return HandlerResult::ok();
+  });
+  std::atomic<int> duplicates{0};
+  RuntimeOptions ro;
+  ro.workers = 4;
+  ro.idle_exit = Duration(50);
+  auto rt = Runtime<Msg>::create(ro, source, *consumer, decode, [&](const Delivery&, const Msg*, const Decision& d) {
+              if (d.reason == Reason::kDuplicate) ++duplicates;
+            }).value();
+  ASSERT_TRUE(rt->run().ok());
+  EXPECT_FALSE(overlapped);
+  EXPECT_EQ(runs.size(), static_cast<std::size_t>(kIds));
+  for (const auto& [id, n] : runs) EXPECT_EQ(n, 1) << id;
+  EXPECT_EQ(duplicates.load(), kIds);
+  EXPECT_EQ(source.count("retry"), 0u);
+  EXPECT_EQ(source.count("ack"), static_cast<std::size_t>(2 * kIds));
+}
+
+// A copy that waited behind a failed run runs the handler itself; the failed copy's
+// retry then comes back a duplicate.
+TEST(Runtime, ACopyBehindAFailedRunOfItsIdRunsTheHandler) {
+  FakeSource source;
+  const int kIds = 50;
+  for (int i = 0; i < kIds; ++i) {
+    source.push(body(i, "", 0));
+    source.push(body(i, "", 0));
+  }
+  std::atomic<int> ok_runs{0};
+  auto consumer = Consumer<Msg>::create(consumer_options(), extractors(), [&](const Msg&, HandlerContext& ctx) {
+    if (ctx.attempt() == 1) return HandlerResult::fail("first attempt fails");
+    ++ok_runs;
+    return HandlerResult::ok();
+  });
+  RuntimeOptions ro;
+  ro.workers = 4;
+  ro.idle_exit = Duration(50);
+  auto rt = Runtime<Msg>::create(ro, source, *consumer, decode).value();
+  ASSERT_TRUE(rt->run().ok());
+  EXPECT_EQ(ok_runs.load(), kIds);
+  EXPECT_EQ(source.count("retry"), static_cast<std::size_t>(kIds));
+  EXPECT_EQ(source.count("ack"), static_cast<std::size_t>(2 * kIds));
+}
+
 TEST(Runtime, BatchesKeepPerKeyOrder) {
   FakeSource source;
   std::map<std::string, int> next_seq;

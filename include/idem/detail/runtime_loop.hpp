@@ -4,9 +4,12 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "idem/decision.hpp"
 #include "idem/source.hpp"
@@ -19,14 +22,23 @@ class RuntimeMetrics;
 
 namespace detail {
 
+// The keyed queue's key for `s` (an entity key or a message id): its hash, never 0.
+// Two strings that share a hash only run one after the other, which costs
+// parallelism, not order.
+inline std::uint64_t queue_key(std::string_view s) {
+  const std::uint64_t h = std::hash<std::string_view>{}(s);
+  return h != 0 ? h : 1;
+}
+
 // One fetched delivery inside the runtime.
 struct WorkItem {
   virtual ~WorkItem() = default;
   Delivery delivery;
-  std::string key;       // the entity key; runs after earlier items of the same key
-  bool keyed = false;    // false: runs freely
-  bool decided = false;  // decided when prepared (e.g. a body that cannot be parsed)
+  std::uint64_t key = 0;  // queue_key(); runs after the earlier items of the same key
+  bool keyed = false;     // false: runs freely
+  bool decided = false;   // decided when prepared (e.g. a body that cannot be parsed)
   Decision decision;
+  WorkItem* next_of_key = nullptr;  // the keyed queue's own: the next item waiting behind this one
 };
 
 // What the loop needs from the typed part of Runtime<Msg>.
