@@ -1,7 +1,8 @@
 // Runtime<Msg>: the consumer loop, written once. It fetches deliveries from a
 // MessageSource, runs them through a Consumer<Msg> on N worker threads — one at a time
-// per entity key, in arrival order, different keys in parallel — and applies each
-// Decision to the broker on its own loop thread (docs/runtime.md).
+// per entity key (per message id for messages without one), in arrival order,
+// different keys in parallel — and applies each Decision to the broker on its own
+// loop thread (docs/runtime.md).
 //
 //   auto source = idem::open_source(                  // idem/open_source.hpp; or any MessageSource
 //       "redis-stream://127.0.0.1:6379/orders?group=g", {.lease = opts.lease}).value();
