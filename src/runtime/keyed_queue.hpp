@@ -1,8 +1,9 @@
 // The runtime's dispatch queue: per-key order with different keys in parallel.
 // A keyed item becomes ready only when no earlier item of its key is ready or
 // running; unkeyed items are ready at once. Not thread-safe: the loop guards it with
-// its mutex. The items waiting behind a key are chained through
-// WorkItem::next_of_key, so queueing an item allocates at most one map node.
+// its mutex. Keys live in one flat table and the items waiting behind a key are
+// chained through WorkItem::next_of_key, so queueing an item allocates nothing but
+// the table's growth.
 #pragma once
 
 #include <cstddef>

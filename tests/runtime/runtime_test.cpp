@@ -327,9 +327,9 @@ TEST(Runtime, MaxMessagesDecidesExactlyThatMany) {
   EXPECT_EQ(source.outstanding(), 0u);
 }
 
-TEST(Runtime, RetriedMessagesComeBackAndSucceed) {
-  FakeSource source;
-  for (int i = 0; i < 50; ++i) source.push(body(i, "k" + std::to_string(i % 5), i / 5));
+// Runs what `source` holds with `workers` workers and a handler whose first attempt
+// of each id fails; returns the successful runs (-1 when run() fails).
+int run_failing_first_attempts(FakeSource& source, std::size_t workers) {
   std::atomic<int> ok_runs{0};
   auto consumer = Consumer<Msg>::create(consumer_options(), extractors(), [&](const Msg&, HandlerContext& ctx) {
     if (ctx.attempt() == 1) return HandlerResult::fail("first attempt fails");
@@ -337,11 +337,17 @@ TEST(Runtime, RetriedMessagesComeBackAndSucceed) {
     return HandlerResult::ok();
   });
   RuntimeOptions ro;
-  ro.workers = 2;
+  ro.workers = workers;
   ro.idle_exit = Duration(50);
   auto rt = Runtime<Msg>::create(ro, source, *consumer, decode).value();
-  ASSERT_TRUE(rt->run().ok());
-  EXPECT_EQ(ok_runs.load(), 50);
+  if (!rt->run().ok()) return -1;
+  return ok_runs.load();
+}
+
+TEST(Runtime, RetriedMessagesComeBackAndSucceed) {
+  FakeSource source;
+  for (int i = 0; i < 50; ++i) source.push(body(i, "k" + std::to_string(i % 5), i / 5));
+  EXPECT_EQ(run_failing_first_attempts(source, 2), 50);
   EXPECT_EQ(source.count("retry"), 50u);
   EXPECT_EQ(source.count("ack"), 50u);
 }
@@ -395,18 +401,7 @@ TEST(Runtime, ACopyBehindAFailedRunOfItsIdRunsTheHandler) {
     source.push(body(i, "", 0));
     source.push(body(i, "", 0));
   }
-  std::atomic<int> ok_runs{0};
-  auto consumer = Consumer<Msg>::create(consumer_options(), extractors(), [&](const Msg&, HandlerContext& ctx) {
-    if (ctx.attempt() == 1) return HandlerResult::fail("first attempt fails");
-    ++ok_runs;
-    return HandlerResult::ok();
-  });
-  RuntimeOptions ro;
-  ro.workers = 4;
-  ro.idle_exit = Duration(50);
-  auto rt = Runtime<Msg>::create(ro, source, *consumer, decode).value();
-  ASSERT_TRUE(rt->run().ok());
-  EXPECT_EQ(ok_runs.load(), kIds);
+  EXPECT_EQ(run_failing_first_attempts(source, 4), kIds);
   EXPECT_EQ(source.count("retry"), static_cast<std::size_t>(kIds));
   EXPECT_EQ(source.count("ack"), static_cast<std::size_t>(2 * kIds));
 }
