@@ -143,6 +143,26 @@ TEST_F(QueueSourceTest, AcksAroundAnUnsettledDeliveryLeaveItWithTheBroker) {
   EXPECT_EQ(left->at(1).body, "f");
 }
 
+// Acks above an undecided delivery are kept back (they still count against the
+// prefetch) until it is decided; then one `multiple` ack settles them all.
+TEST_F(QueueSourceTest, AcksAboveAnUndecidedDeliveryWaitForItThenGoAsOne) {
+  const Options o = options("fold");
+  publish(o, {"a", "b", "c", "d", "e"});
+  auto src = source(o);
+  auto got = fetch_n(*src, 4, Duration(2000));  // the prefetch is 4
+  ASSERT_EQ(got.size(), 4u);
+  for (int i : {1, 2, 3}) ASSERT_TRUE(src->ack(got[i]).ok());
+  EXPECT_TRUE(fetch(*src, 10, Duration(300)).empty());  // b, c, d wait for a: nothing more comes
+  ASSERT_TRUE(src->ack(got[0]).ok());
+  auto next = fetch(*src, 10);
+  ASSERT_EQ(next.size(), 1u);
+  EXPECT_EQ(next[0].body, "e");
+  ASSERT_TRUE(src->ack(next[0]).ok());
+  EXPECT_TRUE(drained(*src));
+  src->close();
+  EXPECT_EQ(*server().ready("fold"), 0u);
+}
+
 TEST_F(QueueSourceTest, RetryWithoutDelayRequeuesItRedelivered) {
   const Options o = options("nack");
   publish(o, {"m"});

@@ -11,6 +11,7 @@ namespace idem::rabbitmq::detail {
 namespace {
 
 constexpr std::size_t kCommitEvery = 256;       // acks and nacks per transaction at the most
+constexpr std::size_t kHeldAcks = kCommitEvery / 2;  // acks kept back for a later `multiple`, at the most
 constexpr std::size_t kMaxCommitsInFlight = 8;  // tx.commit sent and not answered, at the most
 constexpr int kTagBits = 48;
 constexpr std::uint64_t kTagMask = (std::uint64_t{1} << kTagBits) - 1;
@@ -255,8 +256,11 @@ Status QueueSource::ack(const Delivery& d) {
 }
 
 // The acks below the lowest delivery still unsettled (undecided or held) go as one
-// basic.ack with `multiple`; the rest one by one.
-Status QueueSource::send_acks() {
+// basic.ack with `multiple`. The rest (a worker that finished before one with lower
+// tags) wait for that gap to close, so that a later commit folds them too, unless
+// `all` or more than kHeldAcks are left: then they go one by one. A broker settles a
+// `multiple` ack for about what one single ack costs it.
+Status QueueSource::send_acks(bool all) {
   if (acks_.empty()) return ok_status();
   std::sort(acks_.begin(), acks_.end());
   std::size_t i = 0;
@@ -271,6 +275,10 @@ Status QueueSource::send_acks() {
     if (Status s = conn_->lost(amqp_basic_ack(conn_->state(), kChannel, upto, 1), "basic.ack"); !s.ok()) return s;
   } else {
     i = 0;
+  }
+  if (!all && acks_.size() - i <= kHeldAcks) {
+    acks_.erase(acks_.begin(), acks_.begin() + static_cast<std::ptrdiff_t>(i));
+    return ok_status();
   }
   for (; i < acks_.size(); ++i) {
     if (Status s = settle(acks_[i], false); !s.ok()) return s;
@@ -322,12 +330,14 @@ Status QueueSource::commit(bool wait) {
   if (uncommitted_ == 0 && !wait) return ok_status();
   if (!conn_ || conn_->broken()) return unavailable("amqp: not connected to " + describe());
   if (uncommitted_ > 0) {
-    if (Status s = send_acks(); !s.ok()) return s;
-    amqp_tx_commit_t method{};
-    const int sent = amqp_send_method(conn_->state(), kChannel, AMQP_TX_COMMIT_METHOD, &method);
-    if (Status s = conn_->lost(sent, "tx.commit"); !s.ok()) return s;
-    uncommitted_ = 0;
-    ++commits_in_flight_;
+    if (Status s = send_acks(wait); !s.ok()) return s;
+    if (uncommitted_ > acks_.size()) {  // something was sent
+      amqp_tx_commit_t method{};
+      const int sent = amqp_send_method(conn_->state(), kChannel, AMQP_TX_COMMIT_METHOD, &method);
+      if (Status s = conn_->lost(sent, "tx.commit"); !s.ok()) return s;
+      ++commits_in_flight_;
+    }
+    uncommitted_ = acks_.size();  // the acks kept back
   }
   return wait || commits_in_flight_ > kMaxCommitsInFlight ? await_commits() : ok_status();
 }

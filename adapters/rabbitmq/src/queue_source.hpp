@@ -59,7 +59,7 @@ class QueueSource final : public MessageSource {
   // The delivery tag of d when d came on the current connection, else kUnavailable.
   StatusOr<std::uint64_t> tag_of(const Delivery& d, const char* what);
   Status settle(std::uint64_t tag, bool requeue);
-  Status send_acks();
+  Status send_acks(bool all);
   // Sends the collected acks and a tx.commit, if anything was settled since the last;
   // then, when `wait` or too many are in flight, reads until every commit in flight
   // is answered.
@@ -78,7 +78,7 @@ class QueueSource final : public MessageSource {
   std::uint16_t prefetch_ = 0;
   std::set<std::uint64_t> unsettled_;  // delivery tags received and neither acked nor nacked
   std::vector<std::uint64_t> acks_;    // acked, not yet sent (see send_acks())
-  std::size_t uncommitted_ = 0;        // acks and nacks since the last commit
+  std::size_t uncommitted_ = 0;        // acks and nacks since the last commit, and the acks kept back
   std::size_t commits_in_flight_ = 0;  // tx.commit sent, commit-ok not read yet
   std::deque<Delivery> buffered_;      // received, not yet fetched
   // Fetched and not decided nor held, on this connection: handle → AMQP message-id
