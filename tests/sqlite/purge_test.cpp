@@ -149,8 +149,46 @@ TEST_P(SqlitePurge, PurgeOnAnEmptyStoreAndAfterEverythingIsGone) {
   EXPECT_EQ(rows(), 0u);
 }
 
+// After a whole pass the store knows when its first row may go, and a purge before
+// then reads nothing; a record it writes later with a shorter ttl moves that time
+// forward, so it is still purged as soon as it expires.
+TEST_P(SqlitePurge, ARecordWrittenAfterAPassIsPurgedWhenItExpires) {
+  std::vector<std::string> ids;
+  for (int i = 0; i < 10; ++i) ids.push_back(numbered("long-", i));
+  commit_all(ids, Duration(3'600'000));
+  EXPECT_EQ(store_->purge_expired(t0() + 1s, 100).value(), 0u);  // one whole pass
+  commit_all({"short"}, Duration(1000));
+  EXPECT_EQ(store_->purge_expired(t0() + 2s, 100).value(), 1u);
+  EXPECT_FALSE(live("short", t0() + 2s));
+  EXPECT_EQ(rows(), 10u);
+}
+
 INSTANTIATE_TEST_SUITE_P(LeaseModes, SqlitePurge, ::testing::Values(LeaseMode::kLocal, LeaseMode::kShared),
                          lease_mode_name);
+
+// With shared leases other processes write to the file, and this store does not know
+// when their rows expire: a purge before its own floor reads nothing, but every 16th
+// goes on with the pass and finds them.
+TEST(SqlitePurgeFloor, AnotherProcesssExpiredRowIsPurgedByEverySixteenthCall) {
+  TempDir dir;
+  const std::string path = dir.file("idem.db");
+  std::shared_ptr<Store> store = open_ok(options_for(path, LeaseMode::kShared));
+  ASSERT_NE(store, nullptr);
+  ASSERT_EQ(store->claim(claim_req("mine", "w", t0())).value().status, ClaimStatus::kNew);
+  CommitRequest c = commit_req("mine", "w", t0());
+  c.ttl = Duration(3'600'000);
+  ASSERT_TRUE(store->commit(c).ok());
+  EXPECT_EQ(store->purge_expired(t0() + 1s, 10).value(), 0u);  // one whole pass: nothing due for an hour
+  const std::string expired_at = std::to_string(to_unix_ms(t0()) - 1);
+  ASSERT_EQ(raw_exec(path,
+                     "INSERT INTO idem_records(id, state, owner, lease_until_ms, fingerprint, result, retries, "
+                     "expires_ms) VALUES(x'6f74686572', 2, '', 0, NULL, NULL, 0, " +
+                         expired_at + ")"),
+            SQLITE_OK);
+  for (int call = 1; call < 16; ++call) EXPECT_EQ(store->purge_expired(t0() + 1s, 10).value(), 0u) << call;
+  EXPECT_EQ(store->purge_expired(t0() + 1s, 10).value(), 1u);
+  EXPECT_EQ(raw_query(path, "SELECT count(*) FROM idem_records"), "1");
+}
 
 TEST(SqliteSchema, AFileWithTheOldExpiryIndexOpensAndLosesTheIndex) {
   TempDir dir;

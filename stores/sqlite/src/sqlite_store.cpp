@@ -40,19 +40,19 @@ constexpr std::string_view kExtendLease =
     "UPDATE idem_records SET lease_until_ms = ?2,"
     " expires_ms = CASE WHEN retries > 0 THEN expires_ms ELSE ?2 END WHERE id = ?1";
 constexpr std::string_view kDeleteRow = "DELETE FROM idem_records WHERE id = ?1";
-// The purge scan: up to ?3 rows in id order, each with whether it is expired at ?1 =
-// now (an abandoned shared lease included; a live one is not). kScanAfter starts after
-// the cursor ?2, kScanFrom at the first row, kScanUpTo from the first row up to and
-// including the cursor ?2 (the wrapped part of a sweep).
+// The purge scan: up to ?2 rows in id order, each with the time from which it may be
+// purged (its expiry; for a shared lease the later of that and the lease's end).
+// kScanAfter starts after the cursor ?1, kScanFrom at the first row, kScanUpTo from
+// the first row up to and including the cursor ?1 (the wrapped part of a sweep).
 constexpr std::string_view kScanAfter =
-    "SELECT id, expires_ms <= ?1 AND NOT (state = 1 AND lease_until_ms > ?1) FROM idem_records"
-    " WHERE id > ?2 ORDER BY id LIMIT ?3";
+    "SELECT id, CASE WHEN state = 1 THEN max(expires_ms, lease_until_ms) ELSE expires_ms END FROM idem_records"
+    " WHERE id > ?1 ORDER BY id LIMIT ?2";
 constexpr std::string_view kScanFrom =
-    "SELECT id, expires_ms <= ?1 AND NOT (state = 1 AND lease_until_ms > ?1) FROM idem_records"
-    " ORDER BY id LIMIT ?3";
+    "SELECT id, CASE WHEN state = 1 THEN max(expires_ms, lease_until_ms) ELSE expires_ms END FROM idem_records"
+    " ORDER BY id LIMIT ?2";
 constexpr std::string_view kScanUpTo =
-    "SELECT id, expires_ms <= ?1 AND NOT (state = 1 AND lease_until_ms > ?1) FROM idem_records"
-    " WHERE id <= ?2 ORDER BY id LIMIT ?3";
+    "SELECT id, CASE WHEN state = 1 THEN max(expires_ms, lease_until_ms) ELSE expires_ms END FROM idem_records"
+    " WHERE id <= ?1 ORDER BY id LIMIT ?2";
 
 bool is_done_state(int state) { return state == kRowCompleted || state == kRowDeadLettered; }
 
@@ -246,6 +246,7 @@ StatusOr<ClaimResult> SqliteStore::claim_one(const ClaimRequest& q,
     const std::int64_t expires = retries > 0 ? (*row)->expires_ms : until;
     Use u(upsert_lease_);
     u.blob(1, q.id).blob(2, q.owner).i64(3, until).fingerprint(4, q.fingerprint).i64(5, retries).i64(6, expires);
+    purge_floor_.written(expires);
     if (int rc = u.step(); rc != SQLITE_DONE) return error(rc, "claiming in");
   } else {
     auto [it, inserted] = leases_.try_emplace(std::string(q.id));
@@ -325,6 +326,7 @@ Status SqliteStore::commit_one(const CommitRequest& q) {
   }
   const int state = q.outcome == Outcome::kDeadLettered ? kRowDeadLettered : kRowCompleted;
   const std::int64_t expires = now + q.ttl.count();
+  purge_floor_.written(expires);
   // Leases in the file mean a row usually exists: try the update first there.
   for (const bool insert : shared() ? std::array{false, true} : std::array{true, false}) {
     Use u(insert ? insert_done_ : update_done_);
@@ -422,6 +424,7 @@ Status SqliteStore::write_pending(std::string_view id, std::uint32_t retries, st
                                   const std::optional<std::uint64_t>& fingerprint) {
   Use u(upsert_pending_);
   u.blob(1, id).fingerprint(2, fingerprint).i64(3, retries).i64(4, expires_ms);
+  purge_floor_.written(expires_ms);
   const int rc = u.step();
   return rc == SQLITE_DONE ? ok_status() : error(rc, "recording a retry in");
 }
@@ -526,33 +529,40 @@ StatusOr<std::optional<RecordInfo>> SqliteStore::inspect(std::string_view id, Ti
 }
 
 StatusOr<std::size_t> SqliteStore::purge_rows(std::int64_t now, std::size_t max, std::size_t scan_limit,
-                                              std::optional<std::string>& next_cursor) {
+                                              std::optional<std::string>& next_cursor, PurgeFloor& floor) {
   std::vector<std::string> expired;
   std::optional<std::string> last;  // the last row read
   std::size_t scanned = 0;
   // Reads the rows of `s` in id order until max are expired or scan_limit rows are
-  // read. Returns whether it read its whole range.
-  auto scan = [&](const Statement& s) -> StatusOr<bool> {
+  // read. Returns whether it read its whole range (for `to_end`, the last row: the
+  // pass is over).
+  auto scan = [&](const Statement& s, bool to_end) -> StatusOr<bool> {
     Use u(s);
-    u.i64(1, now).blob(2, purge_cursor_ ? std::optional<std::string_view>(*purge_cursor_) : std::nullopt);
+    u.blob(1, purge_cursor_ ? std::optional<std::string_view>(*purge_cursor_) : std::nullopt);
     const std::size_t limit = scan_limit - scanned;
-    u.i64(3, static_cast<std::int64_t>(limit));
+    u.i64(2, static_cast<std::int64_t>(limit));
     std::size_t read = 0;
     int rc = SQLITE_DONE;
     while (expired.size() < max && (rc = u.step()) == SQLITE_ROW) {
       ++read;
       last = u.column_blob(0);
-      if (u.column_i64(1) != 0) expired.push_back(*last);
+      const std::int64_t purgeable_at = u.column_i64(1);
+      if (purgeable_at <= now) {
+        expired.push_back(*last);
+      } else {
+        floor.pass_min = std::min(floor.pass_min, purgeable_at);
+      }
     }
     scanned += read;
     if (expired.size() >= max) return false;
     if (rc != SQLITE_DONE) return error(rc, "scanning for expired records in");
+    if (read < limit && to_end) floor.end_pass();
     return read < limit;
   };
   // One sweep goes from the cursor to the last row, then wraps to the first row and
   // goes up to the cursor.
-  StatusOr<bool> swept = scan(purge_cursor_ ? scan_after_ : scan_from_);
-  if (swept.ok() && *swept && purge_cursor_) swept = scan(scan_up_to_);
+  StatusOr<bool> swept = scan(purge_cursor_ ? scan_after_ : scan_from_, true);
+  if (swept.ok() && *swept && purge_cursor_) swept = scan(scan_up_to_, false);
   if (!swept.ok()) return swept.status();
   for (const auto& id : expired) {
     Use u(delete_row_);
@@ -577,17 +587,28 @@ StatusOr<std::size_t> SqliteStore::purge_expired(TimePoint now, std::size_t max_
   constexpr std::size_t kScanMax = static_cast<std::size_t>(INT64_MAX);
   const std::size_t scan_limit =
       max_records > (kScanMax - kScanMin) / kScanFactor ? kScanMax : kScanFactor * max_records + kScanMin;
+  // A call before the floor has nothing of this process's to purge and reads nothing,
+  // but every kSweepEvery-th, which goes on with the pass for rows other processes
+  // wrote to the same file.
+  constexpr std::size_t kSweepEvery = 16;
   std::lock_guard lock(mu_);
+  if (now_ms < purge_floor_.floor && ++purge_floor_.skipped < kSweepEvery) {
+    // Expired local leases are records too (an abandoned claim).
+    return shared() ? 0 : purge_leases(now_ms, max_records);
+  }
+  purge_floor_.skipped = 0;
   WriteScope w(*this);
   if (Status s = w.start(); !s.ok()) return s;
   std::optional<std::string> next_cursor;
-  auto removed = purge_rows(now_ms, max_records, scan_limit, next_cursor);
-  if (!removed.ok()) return removed.status();
+  PurgeFloor floor = purge_floor_;
+  auto rows = purge_rows(now_ms, max_records, scan_limit, next_cursor, floor);
+  if (!rows.ok()) return rows.status();
   if (Status s = w.finish(); !s.ok()) return s;
   purge_cursor_ = std::move(next_cursor);
-  // Expired local leases are records too (an abandoned claim).
-  if (!shared() && *removed < max_records) *removed += purge_leases(now_ms, max_records - *removed);
-  return *removed;
+  purge_floor_ = floor;
+  std::size_t removed = *rows;
+  if (!shared() && removed < max_records) removed += purge_leases(now_ms, max_records - removed);
+  return removed;
 }
 
 }  // namespace idem::sqlite::detail

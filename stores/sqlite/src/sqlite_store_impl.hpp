@@ -7,6 +7,7 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -213,9 +214,28 @@ class SqliteStore final : public Store,
   // REQUIRES: a write transaction. Reads at most scan_limit rows in id order from
   // purge_cursor_ (wrapping to the first row once past the last, never reading a row
   // twice) and deletes those expired at `now`, at most `max`. Sets next_cursor to
-  // where the next call goes on (nullopt: the first row). Returns how many it deleted.
+  // where the next call goes on (nullopt: the first row) and notes in `floor` the rows
+  // it kept and the end of a pass. Returns how many it deleted.
+  // What the purge knows of when rows may be purged (unix ms). A pass reads the table
+  // from its first row to its last, over as many calls as it takes.
+  struct PurgeFloor {
+    // No row this process wrote, nor any the last whole pass read, may be purged
+    // before this; the minimum: unknown.
+    std::int64_t floor = INT64_MIN;
+    std::int64_t pass_min = INT64_MAX;     // the rows the pass under way read and kept
+    std::int64_t written_min = INT64_MAX;  // the rows written since that pass began
+    std::size_t skipped = 0;               // calls in a row that read nothing
+    void written(std::int64_t at) {
+      floor = std::min(floor, at);
+      written_min = std::min(written_min, at);
+    }
+    void end_pass() {
+      floor = std::min(pass_min, written_min);
+      pass_min = written_min = INT64_MAX;
+    }
+  };
   StatusOr<std::size_t> purge_rows(std::int64_t now, std::size_t max, std::size_t scan_limit,
-                                   std::optional<std::string>& next_cursor);
+                                   std::optional<std::string>& next_cursor, PurgeFloor& floor);
 
   Connection conn_;  // declared first: closed after the statements are finalized
   Options options_;
@@ -225,6 +245,7 @@ class SqliteStore final : public Store,
   std::size_t lease_cursor_ = 0;  // the bucket of leases_ where purge_leases goes on
   // The rotating purge scan goes on after this id; nullopt: at the first row.
   std::optional<std::string> purge_cursor_;
+  PurgeFloor purge_floor_;
 
   Statement begin_immediate_, begin_read_, commit_, rollback_;
   Statement savepoint_, release_savepoint_, rollback_savepoint_;
