@@ -95,9 +95,12 @@ struct Options {
 // to the rest of max_records. So each call does bounded work; every record expired at
 // `now` is gone after at most one full sweep of the cursor over the table (each call
 // moves it on by 4 × max_records + 64 rows, or past max_records deleted ones); live
-// records are never removed. An expired record not yet purged is still answered
-// as expired by claim and inspect: purging only reclaims space. Sent outbox entries
-// are not kept (outbox_mark_sent deletes them), so the purge never counts any.
+// records are never removed. After a whole pass over the table the store knows the
+// earliest time any row it read or wrote since may be purged; a call before then
+// reads nothing, except every 16th, which goes on with the pass for rows other
+// processes wrote (leases=shared). An expired record not yet purged is still
+// answered as expired by claim and inspect: purging only reclaims space. Sent outbox
+// entries are not kept (outbox_mark_sent deletes them), so the purge never counts any.
 StatusOr<std::shared_ptr<Store>> open(const Options& options);
 
 // From a URI: sqlite:PATH?leases=local|shared&busy_timeout_ms=N&synchronous=normal|full&cache_mib=N;
