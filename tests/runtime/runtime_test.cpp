@@ -352,16 +352,21 @@ TEST(Runtime, RetriedMessagesComeBackAndSucceed) {
   EXPECT_EQ(source.count("ack"), 50u);
 }
 
+// Pushes ids m0 … m<n-1>, unkeyed, each twice in a row (an original and its re-send).
+void push_each_twice(FakeSource& source, int n) {
+  for (int i = 0; i < n; ++i) {
+    source.push(body(i, "", 0));
+    source.push(body(i, "", 0));
+  }
+}
+
 // Copies of one id fetched together (a producer's re-send) run one after another: the
 // later copy waits for the earlier's decision and is then a duplicate, instead of
 // meeting the earlier's lease and going back to the broker as in_progress.
 TEST(Runtime, ACopyOfAnIdInFlightWaitsForItsDecision) {
   FakeSource source;
   const int kIds = 200;
-  for (int i = 0; i < kIds; ++i) {
-    source.push(body(i, "", 0));
-    source.push(body(i, "", 0));
-  }
+  push_each_twice(source, kIds);
   std::mutex mu;
   std::map<std::string, int> runs, active;
   bool overlapped = false;
@@ -397,10 +402,7 @@ TEST(Runtime, ACopyOfAnIdInFlightWaitsForItsDecision) {
 TEST(Runtime, ACopyBehindAFailedRunOfItsIdRunsTheHandler) {
   FakeSource source;
   const int kIds = 50;
-  for (int i = 0; i < kIds; ++i) {
-    source.push(body(i, "", 0));
-    source.push(body(i, "", 0));
-  }
+  push_each_twice(source, kIds);
   EXPECT_EQ(run_failing_first_attempts(source, 4), kIds);
   EXPECT_EQ(source.count("retry"), static_cast<std::size_t>(kIds));
   EXPECT_EQ(source.count("ack"), static_cast<std::size_t>(2 * kIds));
