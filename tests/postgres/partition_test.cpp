@@ -114,7 +114,7 @@ class PostgresPartition : public ::testing::Test {
  protected:
   void SetUp() override {
     auto h = Host::create();
-    if (!h.ok()) GTEST_SKIP() << "no network namespace for this test: " << h.status().message();
+    if (!h.ok()) IDEM_NO_NETNS() << h.status().message();
     host_ = std::move(*h);
     auto server = PostgresServer::start({.also_listen = host_->here()});
     ASSERT_TRUE(server.ok()) << server.status().to_string();

@@ -17,7 +17,7 @@ namespace {
 
 TEST(PulsarPartition, AConsumerCutFromTheBrokerLosesNothingAndReconnects) {
   auto host = test_support::Host::create();
-  if (!host.ok()) GTEST_SKIP() << "no network namespace for this test: " << host.status().message();
+  if (!host.ok()) IDEM_NO_NETNS() << host.status().message();
   auto server = PulsarServer::start((*host)->here());
   ASSERT_TRUE(server.ok()) << server.status().to_string();
   PulsarBroker broker(**server);

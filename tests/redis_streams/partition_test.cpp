@@ -17,7 +17,7 @@ namespace {
 // A Redis server on 127.0.0.1 and the host's link, and the partition test over it.
 void run_on_a_host(const consume_kills::PartitionOptions& options) {
   auto host = test_support::Host::create();
-  if (!host.ok()) GTEST_SKIP() << "no network namespace for this test: " << host.status().message();
+  if (!host.ok()) IDEM_NO_NETNS() << host.status().message();
   auto server = redis_test::RedisServer::start(
       {.extra = {"--bind", "127.0.0.1", (*host)->here(), "--protected-mode", "no"}});
   ASSERT_TRUE(server.ok()) << server.status().to_string();

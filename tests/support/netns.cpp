@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <string_view>
 #include <vector>
 
 namespace idem::test_support {
@@ -48,6 +50,11 @@ int lock_slot(int* lock_fd) {
 }
 
 }  // namespace
+
+bool netns_required() {
+  const char* v = std::getenv("IDEM_REQUIRE_NETNS");
+  return v != nullptr && std::string_view(v) == "1";
+}
 
 StatusOr<std::unique_ptr<Host>> Host::create() {
   if (::geteuid() != 0) return unavailable("network namespaces need root; this test runs as uid " +

@@ -7,8 +7,10 @@
 // stall and new ones fail, as when a real network partitions; heal() undoes it and
 // stalled connections resume. Removed (namespace and veth) when destroyed.
 //
-// Needs root (CAP_NET_ADMIN) and `ip` from iproute2 (lose(): `nft` too). Tests that cannot have a host
-// skip with the reason (GTEST_SKIP() << reason); CI runs as root and none skips.
+// Needs root (CAP_NET_ADMIN) and `ip` from iproute2 (lose(): `nft` too). A test that
+// cannot have a host says why through IDEM_NO_NETNS(reason): a skip with the reason
+// for a developer without root, a failure with the same reason when
+// IDEM_REQUIRE_NETNS=1 (scripts/test.sh sets it when it runs as root, as CI does).
 #pragma once
 
 #include <memory>
@@ -84,4 +86,17 @@ class Lan {
   int lock_fd_ = -1;
 };
 
+// True iff IDEM_REQUIRE_NETNS=1: a test that cannot have its namespaces fails.
+bool netns_required();
+
 }  // namespace idem::test_support
+
+// Ends the current test (a void function: a TEST body, SetUp) when it cannot have its
+// namespaces, with the reason streamed after it: a skip, or a fatal failure when
+// netns_required(). Usage: if (!h.ok()) IDEM_NO_NETNS() << h.status().message();
+#define IDEM_NO_NETNS()                                                                                 \
+  return ::testing::internal::AssertHelper(::idem::test_support::netns_required()                       \
+                                               ? ::testing::TestPartResult::kFatalFailure               \
+                                               : ::testing::TestPartResult::kSkip,                      \
+                                           __FILE__, __LINE__, "no network namespace for this test") = \
+             ::testing::Message()
