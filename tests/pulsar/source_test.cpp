@@ -234,7 +234,10 @@ TEST(PulsarSource, AnUnreachableBrokerIsUnavailableQuickly) {
   auto s = open(o);
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.status().code(), StatusCode::kUnavailable);
-  EXPECT_LT(SteadyClock::now() - at, 3s);
+  // A refused connection answers at once; an open that retried or hung would pass the
+  // 2 s connect timeout several times over. 5 times it tells the two apart on a loaded
+  // machine.
+  EXPECT_LT(SteadyClock::now() - at, 5 * 2s);
   EXPECT_EQ(s.status().message().find("tok-SECRET-9"), std::string::npos);
 }
 

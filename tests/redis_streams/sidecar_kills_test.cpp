@@ -1,5 +1,7 @@
 // `idem consume --handler` under SIGKILLs (label kills): every message handled, and
 // the handler called again only for what was in flight at a kill.
+#include <cstdio>
+#include <cstdlib>
 #include <random>
 
 #include "redis_streams/sidecar_support.hpp"
@@ -25,7 +27,13 @@ TEST_P(SidecarKills, EveryMessageIsHandledAndDuplicateCallsStayWithinWhatWasInFl
   const std::vector<std::string> args{"consume", "--source", stream() + "?group=g", "--store", "sqlite:" + dir_.sub("db"),
                                       "--handler", handler_->spec(), "--workers", std::to_string(kWorkers),
                                       "--lease-ms", "1000"};
-  std::mt19937 rng(std::random_device{}());
+  // IDEM_SEED=N replays a run's kill times; each run prints its seed.
+  const char* seed_env = std::getenv("IDEM_SEED");
+  const unsigned seed = seed_env != nullptr ? static_cast<unsigned>(std::strtoul(seed_env, nullptr, 10))
+                                            : std::random_device{}();
+  std::printf("sidecar kills: IDEM_SEED=%u\n", seed);
+  SCOPED_TRACE("IDEM_SEED=" + std::to_string(seed));
+  std::mt19937 rng(seed);
   for (int k = 0; k < kKills; ++k) {
     const pid_t pid = spawn_idem(args, dir_.sub("kills.log"));
     std::this_thread::sleep_for(std::chrono::milliseconds(300 + rng() % 500));

@@ -66,7 +66,14 @@ TEST_F(ExecSidecar, AHandlerSlowerThanTheLeaseRunsOnceAcrossTwoConsumers) {
                       out);
   };
   const pid_t a = start(dir_.sub("a.log"), "600000");
-  std::this_thread::sleep_for(500ms);  // a has fetched both
+  // b starts once a holds both entries (the group's pending list), checked, not slept on.
+  std::int64_t pending = 0;
+  for (const auto until = std::chrono::steady_clock::now() + 30s; pending < 2 && std::chrono::steady_clock::now() < until;
+       std::this_thread::sleep_for(20ms)) {
+    auto r = server_->command({"XPENDING", "orders", "g"});
+    pending = r.ok() && !r->elements.empty() ? r->elements[0].integer : 0;
+  }
+  ASSERT_EQ(pending, 2) << "a did not fetch both entries; " << read_text(dir_.sub("a.log"));
   const pid_t b = start(dir_.sub("b.log"), "50");
   EXPECT_EQ(wait_exit(a, 60s), 0) << read_text(dir_.sub("a.log"));
   EXPECT_EQ(wait_exit(b, 60s), 0) << read_text(dir_.sub("b.log"));

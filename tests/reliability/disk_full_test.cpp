@@ -145,12 +145,14 @@ TEST(DiskFull, SqliteRefusesWithStoreUnavailableAndRecoversWhenSpaceReturns) {
   sqlite3_finalize(st);
   sqlite3_prepare_v2(h, "SELECT count(*), count(DISTINCT id) FROM effects", -1, &st, nullptr);
   ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
-  EXPECT_EQ(sqlite3_column_int(st, 0), refused + 50) << "effects lost or doubled";
-  EXPECT_EQ(sqlite3_column_int(st, 1), refused + 50);
+  const int rows = sqlite3_column_int(st, 0), distinct = sqlite3_column_int(st, 1);
+  EXPECT_EQ(rows, refused + 50) << "effects lost or doubled";
+  EXPECT_EQ(distinct, refused + 50);
   sqlite3_finalize(st);
   sqlite3_close(h);
-  std::printf("disk full, sqlite: %d commits before ENOSPC, then store_unavailable; recovered; 0 mismatches\n",
-              refused);
+  std::printf("disk full, sqlite: %d commits before ENOSPC, then store_unavailable; recovered; %d effect rows, "
+              "%d distinct, of %d messages\n",
+              refused, rows, distinct, refused + 50);
 }
 
 TEST(DiskFull, RocksdbRefusesWithStoreUnavailableAndRecoversWhenSpaceReturns) {
@@ -202,8 +204,9 @@ TEST(DiskFull, RocksdbRefusesWithStoreUnavailableAndRecoversWhenSpaceReturns) {
   EXPECT_EQ(effects.size(), static_cast<std::size_t>(refused + 50)) << "effects lost or invented";
   const auto done = testing::raw_read_all(db, "idem_done");
   EXPECT_EQ(done.size(), static_cast<std::size_t>(refused + 50));
-  std::printf("disk full, rocksdb: %d commits before ENOSPC, then store_unavailable; recovered %s; 0 mismatches\n",
-              refused, resumed ? "by itself" : "after a reopen");
+  std::printf("disk full, rocksdb: %d commits before ENOSPC, then store_unavailable; recovered %s; %zu effects, "
+              "%zu done records, of %d messages\n",
+              refused, resumed ? "by itself" : "after a reopen", effects.size(), done.size(), refused + 50);
 }
 
 }  // namespace

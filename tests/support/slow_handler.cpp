@@ -48,7 +48,12 @@ Outcome run(consume_kills::Broker& broker, const std::string& topic, std::chrono
                       log);
   };
   const pid_t a = start(dir.sub("a.log"));
-  std::this_thread::sleep_for(lease / 2);  // a has fetched both
+  // b starts once a runs the first message's handler (its call in the log): checked,
+  // not slept on. With one worker, a then holds the second in its backlog.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (read_text(dir.sub("calls.log")).empty() && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_FALSE(read_text(dir.sub("calls.log")).empty()) << "a never called the handler; " << read_text(dir.sub("a.log"));
   const pid_t b = start(dir.sub("b.log"));
   const int a_rc = wait_exit(a, std::chrono::seconds(120)), b_rc = wait_exit(b, std::chrono::seconds(120));
   out.logs = read_text(dir.sub("a.log")) + "--- b\n" + read_text(dir.sub("b.log"));
