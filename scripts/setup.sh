@@ -22,6 +22,7 @@ IDEM_PACKAGES=(
   ccache
   clang libclang-rt-14-dev
   iproute2 nftables python3 nodejs
+  faketime
 )
 
 idem_install_packages() {

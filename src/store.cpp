@@ -34,6 +34,10 @@ CommitThenClaimResult Store::commit_then_claim(const CommitRequest& c, const Cla
   return {std::move(committed), claim(q)};
 }
 
+StatusOr<TimePoint> Store::server_time() {
+  return unimplemented("this store has no time of its own: its timeline is its host's clock");
+}
+
 StatusOr<std::unique_ptr<StoreTransaction>> Store::begin(TimePoint) {
   return unimplemented("this store is not transactional");
 }

@@ -26,13 +26,13 @@ class Clock {
   virtual TimePoint now() const = 0;
 };
 
-// The real wall clock.
+// The real wall clock, as it reads at every call (a step of it moves every reading).
 class SystemClock final : public Clock {
  public:
   TimePoint now() const override { return std::chrono::system_clock::now(); }
 };
-
-// Returns a process-wide SystemClock (never null).
+// The host's clock for this process (never null): the wall clock at the first call, advanced
+// by the monotonic clock, so that a step of the wall clock while the process runs moves nothing.
 std::shared_ptr<Clock> system_clock();
 
 // A clock that moves only when told to. Thread-safe.

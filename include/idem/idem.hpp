@@ -24,6 +24,7 @@
 #include "idem/state_gate.hpp"
 #include "idem/status.hpp"
 #include "idem/store.hpp"
+#include "idem/store_clock.hpp"
 #if __has_include("idem/open_store.hpp")
 #include "idem/open_store.hpp"
 #endif

@@ -76,7 +76,9 @@ struct RuntimeOptions {
   // default 5 s.
   Duration fetch_backoff_max{5000};
 
-  std::shared_ptr<Clock> clock;            // null: the system clock
+  // null: the consumer's (ConsumerOptions::clock), which stamps the deliveries'
+  // receipt that the consumer measures queue waits against.
+  std::shared_ptr<Clock> clock;
   std::shared_ptr<spdlog::logger> logger;  // null: silent
 };
 
@@ -133,6 +135,7 @@ class Runtime {
                                                    Consumer<Msg>& consumer, Decoder decode, Applied applied = {}) {
     if (!decode) return invalid_argument("Runtime::create: the decoder is empty");
     if (Status s = detail::validate(options); !s.ok()) return s;
+    if (!options.clock) options.clock = consumer.options().clock;
     return std::unique_ptr<Runtime>(
         new Runtime(std::move(options), source, consumer, std::move(decode), std::move(applied)));
   }

@@ -3,8 +3,9 @@
 //
 // Ids are arbitrary bytes (NUL and non-UTF-8 included). Times are passed in by the
 // caller (`now`), never read from a clock inside a store, so that expiry is
-// deterministic under test. Unless a backend says otherwise, every method is
-// thread-safe.
+// deterministic under test; processes on several hosts that share a store take `now`
+// from the store's own time (server_time(), StoreClock) so that they agree on it.
+// Unless a backend says otherwise, every method is thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -331,6 +332,13 @@ class Store {
   // entries past their expiry). Returns how many were removed.
   // Backends with native TTL return 0. Bounded work: safe to call from a hot loop.
   virtual StatusOr<std::size_t> purge_expired(TimePoint now, std::size_t max_records) = 0;
+
+  // The store's own time, read from its server now (Redis TIME, PostgreSQL
+  // clock_timestamp()): the one timeline of every process that shares the store
+  // (StoreClock, store_clock.hpp, follows it). kUnimplemented (the default) for a store
+  // that lives in one process or on one host (memory, SQLite, RocksDB), whose timeline
+  // is that host's clock. kUnavailable when the server cannot be reached.
+  virtual StatusOr<TimePoint> server_time();
 
   // --- what some stores keep beside the dedup records ------------------------------
   // Each is an interface of its own, reached from the store; null when the store

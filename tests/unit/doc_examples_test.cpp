@@ -431,6 +431,23 @@ class CountingStore final : public idem::StoreWrapper {
 
 }  // namespace wrapper
 
+// --- include/idem/store_clock.hpp ---------------------------------------------------
+
+// The header's snippet, on memory: (a one-host store, so the host's clock).
+idem::ConsumerOptions store_clock_header_example(const std::string& uri) {
+  idem::ConsumerOptions options;
+  options.store = idem::open_store(uri).value();
+  // A StoreClock here; system_clock() for a one-host store (SQLite, RocksDB, memory).
+  options.clock = idem::clock_for(options.store).value();
+  // Runtime::create then takes the consumer's clock too (RuntimeOptions::clock).
+  return options;
+}
+
+TEST(DocExamples, StoreClockHeaderExampleGivesAOneHostStoreTheHostsClock) {
+  const idem::ConsumerOptions o = store_clock_header_example("memory:");
+  EXPECT_EQ(o.clock.get(), idem::system_clock().get());
+}
+
 TEST(DocExamples, StoreWrapperHeaderExampleCountsCommitsAndForwardsTheRest) {
   auto memory = idem::open_store("memory:");
   ASSERT_TRUE(memory.ok());

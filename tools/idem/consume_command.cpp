@@ -148,6 +148,11 @@ void add_consume_command(CLI::App& app, Runner& selected) {
   cmd->add_option("--failure-burst", a->failure_burst, "Retries and dead letters sent at once before that rate applies")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1'000'000}))
       ->capture_default_str();
+  cmd->add_option("--clock", a->consumer.clock,
+                  "Whose time leases and TTLs are measured in: the store's (one timeline for every consumer of a "
+                  "Redis or PostgreSQL store; other stores use the host's) or this host's")
+      ->check(CLI::IsMember({"store", "host"}))
+      ->capture_default_str();
   add_sidecar_flags(cmd, &a->sidecar);
 #ifdef IDEM_TOOL_WITH_YAML
   auto config = std::make_shared<std::string>();

@@ -9,6 +9,7 @@
 #include "idem/backend/store_uri.hpp"
 #include "idem/open_source.hpp"
 #include "idem/open_store.hpp"
+#include "idem/store_clock.hpp"
 
 #ifdef IDEM_TOOL_WITH_MACHINE
 #include "idem/machine_gate.hpp"
@@ -104,6 +105,7 @@ std::optional<ConsumerSettings> settings_from(const ConsumerFlags& a, std::strin
   s.backoff = Duration(a.backoff_ms.value_or(machine_backoff.value_or(Duration(1000)).count()));
   s.lease = Duration(a.lease_ms);
   s.ttl = Duration(a.ttl_ms);
+  s.host_clock = a.clock == "host";  // checked by CLI::IsMember
   return s;
 }
 
@@ -135,7 +137,20 @@ int open_consumer_store(const ConsumerSettings& s, ConsumerOptions& o, std::stri
     return st.code() == StatusCode::kInvalidArgument ? kExitUsage : kExitFailure;
   }
   o.store = std::move(store).value();
+  if (int rc = set_store_clock(s, o, error); rc != kExitOk) return rc;
   return enable_buffered_dead_letters(s, o, error);
+}
+
+int set_store_clock(const ConsumerSettings& s, ConsumerOptions& o, std::string& error) {
+  if (o.clock) return kExitOk;  // chosen by the caller (idem replay's logical clock)
+  auto clock = s.host_clock ? StatusOr<std::shared_ptr<Clock>>(system_clock()) : clock_for(o.store);
+  if (!clock.ok()) {
+    error = "cannot read the time of store " + redact_uri(s.store_uri) + ": " +
+            scrub_secrets(clock.status().to_string(), s.store_uri);
+    return kExitFailure;
+  }
+  o.clock = std::move(clock).value();
+  return kExitOk;
 }
 
 int enable_buffered_dead_letters(const ConsumerSettings& s, ConsumerOptions& o, std::string& error) {

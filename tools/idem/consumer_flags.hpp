@@ -38,6 +38,7 @@ struct ConsumerSettings {
   OrderingOptions ordering;                           // --ordering, --gap-timeout-ms, --gap-policy, --buffer-limit,
                                                       // --buffered-dead-letters-to
   std::shared_ptr<const StateGate> machine;           // --machine FILE; null: none
+  bool host_clock = false;                            // consume --clock host: the host's clock, not the store's
 };
 
 // The command line as given, before it is checked.
@@ -54,6 +55,7 @@ struct ConsumerFlags {
   std::optional<std::string> gap_policy;
   std::optional<std::int64_t> buffer_limit;
   std::optional<std::string> buffered_dead_letters_to;
+  std::string clock = "store";  // consume --clock (declared by the consume command)
   CLI::Option* store_option = nullptr;
 };
 
@@ -72,9 +74,16 @@ ConsumerOptions consumer_options_from(const ConsumerSettings& s);
 // Returns kExitOk, or the exit status after writing why to `error`: kExitUsage for a
 // bad URI or a --store the guarantee does not use, kExitFailure for a store that
 // cannot be opened.
+// Unless o.clock is set, sets it to the store's timeline (set_store_clock).
 // With --buffered-dead-letters-to, also checks that the store keeps an outbox and
 // that a publisher for the URI opens, and sets o.outbox.publishers.
 int open_consumer_store(const ConsumerSettings& s, ConsumerOptions& o, std::string& error);
+
+// The clock part of open_consumer_store: o.clock becomes a StoreClock over a store with
+// a time of its own (Redis, PostgreSQL: every process of the store on one timeline,
+// whatever its host's clock says), else (or with --clock host) the host's clock.
+// kExitFailure when the store's time cannot be read.
+int set_store_clock(const ConsumerSettings& s, ConsumerOptions& o, std::string& error);
 
 // The --buffered-dead-letters-to part of open_consumer_store.
 int enable_buffered_dead_letters(const ConsumerSettings& s, ConsumerOptions& o, std::string& error);

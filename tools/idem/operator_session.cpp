@@ -17,7 +17,8 @@ void add_operator_options(CLI::App& cmd, OperatorArgs& args) {
   cmd.add_option("--store", args.store, "Store URI: sqlite:PATH, rocksdb:PATH, redis://[user:password@]HOST:PORT, …")
       ->required();
   cmd.add_option("--at-ms", args.at_ms,
-                 "Judge leases and expiry at this time, in ms since the Unix epoch (default: now); "
+                 "Judge leases and expiry at this time, in ms since the Unix epoch (default: now, by the store's "
+                 "clock when it has one); "
                  "e.g. the at_ms of a replayed trace")
       ->check(CLI::NonNegativeNumber);
   cmd.add_flag("--json", args.json, "Print JSON objects, one per line, instead of text");
@@ -32,6 +33,11 @@ int OperatorSession::open() {
   auto store = open_store(args_.store);
   if (!store.ok()) return fail(store.status());
   store_ = std::move(store).value();
+  if (args_.at_ms) return kExitOk;
+  // A shared store's own time, which its consumers judge leases and expiry by.
+  auto t = store_->server_time();
+  if (t.ok()) now_ = *t;
+  if (!t.ok() && t.status().code() != StatusCode::kUnimplemented) return fail(t.status());
   return kExitOk;
 }
 

@@ -22,7 +22,7 @@ namespace idem::cli {
 // The options every operator command takes.
 struct OperatorArgs {
   std::string store;                  // --store URI (required)
-  std::optional<std::int64_t> at_ms;  // --at-ms; default: the system clock
+  std::optional<std::int64_t> at_ms;  // --at-ms; default: the store's time, else the host's
   bool json = false;                  // --json: JSON lines instead of text
 };
 
@@ -35,8 +35,10 @@ class OperatorSession {
   // `command` names the command in messages, e.g. "idem inspect".
   OperatorSession(std::string command, const OperatorArgs& args);
 
-  // Opens the store. Returns kExitOk, or prints why not and returns kExitUsage (a bad
-  // URI) or kExitFailure (a store that cannot be opened).
+  // Opens the store and, without --at-ms, reads its time (Store::server_time(); the
+  // host's clock for a store without one). Returns kExitOk, or prints why not and
+  // returns kExitUsage (a bad URI) or kExitFailure (a store that cannot be opened or
+  // read).
   int open();
 
   Store& store() { return *store_; }

@@ -56,6 +56,7 @@ class StoreWrapper : public Store, public EntityStore, public OutboxStore, publi
   StatusOr<std::optional<RecordInfo>> inspect(std::string_view id, TimePoint now) override {
     return target_->inspect(id, now);
   }
+  StatusOr<TimePoint> server_time() override { return target_->server_time(); }
   std::vector<StatusOr<ClaimResult>> claim_batch(std::span<const ClaimRequest> requests) override {
     return target_->claim_batch(requests);
   }

@@ -582,6 +582,14 @@ StatusOr<std::size_t> PgStore::purge_expired(TimePoint now, std::size_t max_reco
 
 // --- operator tools --------------------------------------------------------------
 
+StatusOr<TimePoint> PgStore::server_time() {
+  auto c = acquire();
+  if (!c.ok()) return c.status();
+  auto r = (*c)->run(sql_.server_time, Params{});
+  if (!r.ok()) return r.status();
+  return TimePoint(std::chrono::microseconds(get_i64(r->get(), 0, 0)));
+}
+
 StatusOr<RecordCounts> PgStore::count_records(TimePoint now) {
   auto c = acquire();
   if (!c.ok()) return c.status();

@@ -62,6 +62,7 @@ struct Statements {
   Sql read_entity, insert_entity, update_entity, unbuffer;
   Sql buffer_lock_totals, buffer_check, buffer_insert, buffer_read, buffer_totals, buffer_keys;
   Sql count_records, remove_record, remove_entity_record, remove_entity_buffer;
+  Sql server_time;  // the server's clock_timestamp() in microseconds since the epoch
   Sql outbox_insert, outbox_pending_all, outbox_pending_of, outbox_mark_sent, outbox_purge;
 };
 
@@ -106,6 +107,7 @@ class PgStore final : public Store,
   Status buffer_remove(std::string_view key, std::uint64_t version) override;
   StatusOr<BufferSummary> buffer_summary(std::size_t max_keys) override;
 
+  StatusOr<TimePoint> server_time() override;
   StatusOr<RecordCounts> count_records(TimePoint now) override;
   StatusOr<bool> remove_record(std::string_view id, TimePoint now) override;
   StatusOr<bool> remove_entity(std::string_view key) override;

@@ -214,6 +214,7 @@ Statements::Statements(const std::string& s) {
   buffer_keys = make(s, "buffer_keys",
                      "SELECT key, count(*), min(version), min(buffered_ns) FROM @.idem_buffer GROUP BY key"
                      " ORDER BY 4, 1 LIMIT $1");
+  server_time = make(s, "server_time", "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::int8");
   count_records = make(s, "count_records",
                        "SELECT count(*) FILTER (WHERE state = 1 AND lease_until_ms > $1),"
                        " count(*) FILTER (WHERE state = 2 AND expires_ms > $1),"

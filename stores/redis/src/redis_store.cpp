@@ -490,6 +490,21 @@ CommitThenClaimResult RedisStoreImpl::commit_then_claim(const CommitRequest& c, 
 
 StatusOr<std::size_t> RedisStoreImpl::purge_expired(TimePoint, std::size_t) { return std::size_t{0}; }
 
+StatusOr<TimePoint> RedisStoreImpl::server_time() {
+  Command time;
+  time.keys = {totals_key_};  // routes it; TIME itself reads no key
+  time.args = {"TIME"};
+  auto r = run_one(time, 0);
+  if (!r.ok()) return r.status();
+  std::int64_t part[2] = {-1, -1};  // seconds, microseconds
+  for (std::size_t i = 0; r->type == Reply::Type::kArray && r->elements.size() == 2 && i < 2; ++i) {
+    const std::string& t = r->elements[i].str;
+    if (std::from_chars(t.data(), t.data() + t.size(), part[i]).ptr != t.data() + t.size()) part[i] = -1;
+  }
+  if (part[0] < 0 || part[1] < 0) return unavailable("redis: TIME answered something else: " + printable(r->str));
+  return TimePoint(std::chrono::seconds(part[0]) + std::chrono::microseconds(part[1]));
+}
+
 Command RedisStoreImpl::claim_cmd(const ClaimRequest& q) const {
   return Command{&claim_,
                  {id_key(q.id, q.entity_key)},

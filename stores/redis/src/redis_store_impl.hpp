@@ -79,6 +79,9 @@ class RedisStoreImpl final : public RedisStore, public EntityStore {
   // claimed id's key exists, a second round trip runs the claim script.
   CommitThenClaimResult commit_then_claim(const CommitRequest& c, const ClaimRequest& q) override;
   StatusOr<std::size_t> purge_expired(TimePoint, std::size_t) override;
+  // TIME of the server (a cluster: of the master that holds the buffer totals' slot,
+  // one node for every process of the store).
+  StatusOr<TimePoint> server_time() override;
 
   std::string record_key(std::string_view id) const override { return key_of(id); }
   StatusOr<std::string> record_key(std::string_view id, std::string_view entity_key) const override;
