@@ -35,8 +35,13 @@ class Broker {
   virtual std::string source_uri_from(const std::string& address, const std::string& topic, const std::string& group);
   // `idem publish --to`.
   virtual std::string publish_uri(const std::string& topic) = 0;
-  // Every body in the dead-letter destination of `topic`, once per copy.
+  // Every body in the dead-letter destination of `topic`, once per record (a copy
+  // written again after a kill counts again).
   virtual std::multiset<std::string> dead_letter_bodies(const std::string& topic) = 0;
+  // True where a kill can make a dead letter be written again (Kafka, Pulsar: the
+  // publish and the ack or offset commit are two steps; docs/adapters.md); the kill test
+  // then allows one copy per origin and kill, and prints how many there were.
+  virtual bool dead_letters_may_repeat() const { return false; }
   // Deliveries of `topic` to `group` neither acked nor dead-lettered; -1 when the
   // broker cannot tell (the check is then skipped for this broker alone).
   virtual std::int64_t unsettled(const std::string& topic, const std::string& group) = 0;

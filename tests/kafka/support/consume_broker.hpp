@@ -31,6 +31,7 @@ class KafkaBroker final : public consume_kills::Broker {
   // commit of its offset dead-letters the redelivered message again, under the same
   // key (its origin). How often that happened is printed.
   std::multiset<std::string> dead_letter_bodies(const std::string& topic) override;
+  bool dead_letters_may_repeat() const override { return true; }
   // Messages of the topic and its retry topic past the group's committed offsets.
   std::int64_t unsettled(const std::string& topic, const std::string& group) override;
 

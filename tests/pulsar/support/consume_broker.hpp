@@ -21,6 +21,7 @@ class PulsarBroker final : public consume_kills::Broker {
   // dead-letters the redelivered message again, with the same idem-origin. How often
   // that happened is printed.
   std::multiset<std::string> dead_letter_bodies(const std::string& topic) override;
+  bool dead_letters_may_repeat() const override { return true; }
   // The subscription's backlog (delayed retries included).
   std::int64_t unsettled(const std::string& topic, const std::string& group) override;
 
