@@ -17,6 +17,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <future>
 #include <set>
 #include <string>
@@ -63,10 +64,17 @@ struct HostSide {
   std::size_t failed = 0;  // store_unavailable and other retries
 };
 
+// The test's hold on the consumer on host 0: while `hold` is set it starts no message
+// and says so in `held`.
+struct Hold {
+  std::atomic<bool> hold{false}, held{false};
+};
+
 // The consumer on host 0: processes `ids` in order, each once, until `stop`; notes
 // how many were acked when `cut` became true.
 HostSide consume_on_host(const Lan& lan, const std::string& uri, int wait_replicas, const std::vector<std::string>& ids,
-                         const std::atomic<bool>& cut, const std::atomic<bool>& stop, std::atomic<std::size_t>& acked) {
+                         const std::atomic<bool>& cut, const std::atomic<bool>& stop, std::atomic<std::size_t>& acked,
+                         Hold& hold) {
   HostSide out;
   if (!lan.enter(0).ok()) return out;
   auto store = open_or_die(store_options(uri, wait_replicas));
@@ -80,6 +88,8 @@ HostSide consume_on_host(const Lan& lan, const std::string& uri, int wait_replic
   if (!c.ok()) return out;
   bool was_cut = false;
   for (const std::string& id : ids) {
+    for (; hold.hold.load() && !stop.load(); std::this_thread::sleep_for(1ms)) hold.held = true;
+    hold.held = false;
     if (stop.load()) break;
     if (cut.load() && !std::exchange(was_cut, true)) out.acked_before_cut = out.acked.size();
     const Decision d = c->process({id});
@@ -92,6 +102,23 @@ HostSide consume_on_host(const Lan& lan, const std::string& uri, int wait_replic
     }
   }
   return out;
+}
+
+// True once the master's replica has acknowledged its whole replication stream
+// (INFO replication: the replica's offset equals master_repl_offset), within `within`.
+bool replica_caught_up(RedisServer& master, std::chrono::milliseconds within) {
+  auto number_after = [](const std::string& text, const std::string& key) -> long long {
+    const auto at = text.find(key);
+    return at == std::string::npos ? -1 : std::atoll(text.c_str() + at + key.size());
+  };
+  for (auto until = std::chrono::steady_clock::now() + within; std::chrono::steady_clock::now() < until;
+       std::this_thread::sleep_for(5ms)) {
+    auto r = master.command({"INFO", "replication"});
+    if (!r.ok()) continue;
+    const long long master_offset = number_after(r->str, "master_repl_offset:");
+    if (master_offset >= 0 && number_after(r->str, ",offset=") == master_offset) return true;
+  }
+  return false;
 }
 
 class RedisClusterPartition : public ::testing::TestWithParam<int> {};
@@ -128,13 +155,23 @@ TEST_P(RedisClusterPartition, AMasterCutFromItsReplicaLosesWhatItAcknowledgedAlo
 
   std::atomic<bool> cut{false}, stop{false};
   std::atomic<std::size_t> acked{0};
+  Hold hold;
   auto host_side = std::async(std::launch::async, [&] {
-    return consume_on_host(**lan, uri, wait_replicas, ids, cut, stop, acked);
+    return consume_on_host(**lan, uri, wait_replicas, ids, cut, stop, acked, hold);
   });
   while (acked.load() < 300 && host_side.wait_for(10ms) != std::future_status::ready) {
   }
+  // The cut comes once the replica has every write acknowledged so far (replication is
+  // asynchronous, and a loaded machine can leave it hundreds of writes behind): what
+  // the master loses is then what it acknowledges alone, during the cut.
+  hold.hold = true;
+  for (auto until = std::chrono::steady_clock::now() + 10s; !hold.held && std::chrono::steady_clock::now() < until;)
+    std::this_thread::sleep_for(1ms);
+  ASSERT_TRUE(hold.held.load()) << "the consumer on host 0 did not pause";
+  EXPECT_TRUE(replica_caught_up(*victim, 10s)) << "the victim's replica did not catch up before the cut";
   ASSERT_TRUE((*lan)->cut(0).ok());
   cut = true;  // what the host side acks from now on, it acks during the cut
+  hold.hold = false;
   // The other side promotes the replica: a node off host 0 serves the victim's slots.
   const int slot = redis::detail::key_slot(key_of(*here, ids.front()));
   RedisServer* promoted = nullptr;
