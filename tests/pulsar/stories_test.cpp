@@ -9,8 +9,11 @@
 //     client library receives it, so a slow listener with a large receiver queue gets
 //     copies of messages it has not begun, and on a Shared subscription another
 //     consumer runs them beside it.
+// Each idem arm also asserts its premise: that copies reached idem (counted from its
+// decisions, and from the source's log where it drops a copy of a message it holds).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <iostream>
@@ -18,6 +21,8 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <spdlog/sinks/base_sink.h>
+#include <spdlog/spdlog.h>
 #include <string>
 #include <thread>
 #include <vector>
@@ -134,19 +139,96 @@ Extractors<Msg> extractors() {
   return ex;
 }
 
+// The copies that reached idem: deliveries decided other than `processed` (a duplicate
+// by the watermark or the record, a lease held elsewhere), and copies a source dropped
+// because it still held the message, which it logs. Each copy keeps its message's body
+// and the time it came; thread-safe.
+class Copies {
+ public:
+  struct Copy {
+    SteadyClock::time_point at;
+    std::string broker_id;
+    Reason reason;  // kProcessed stands for "dropped by the source"
+  };
+
+  void decided(const Delivery& d, const Decision& dec) {
+    std::lock_guard lock(mu_);
+    body_of_[d.broker_id] = d.body;
+    if (dec.reason != Reason::kProcessed) copies_.push_back({SteadyClock::now(), d.broker_id, dec.reason});
+  }
+
+  // A logger for the sources: each "sent <id> again" line is a copy.
+  std::shared_ptr<spdlog::logger> logger() {
+    auto l = std::make_shared<spdlog::logger>("stories", std::make_shared<Sink>(this));
+    l->set_level(spdlog::level::info);
+    return l;
+  }
+
+  // Copies that came in [from, to).
+  int between(SteadyClock::time_point from, SteadyClock::time_point to) const {
+    std::lock_guard lock(mu_);
+    return static_cast<int>(std::count_if(copies_.begin(), copies_.end(), [&](const Copy& c) { return c.at >= from && c.at < to; }));
+  }
+  int total() const { return between(SteadyClock::time_point::min(), SteadyClock::time_point::max()); }
+  // Copies of the message whose body is `body`.
+  int of(const std::string& body) const {
+    std::lock_guard lock(mu_);
+    return static_cast<int>(std::count_if(copies_.begin(), copies_.end(), [&](const Copy& c) {
+      auto it = body_of_.find(c.broker_id);
+      return it != body_of_.end() && it->second == body;
+    }));
+  }
+  // Copies decided with `r` (kProcessed: dropped by a source).
+  int answered(Reason r) const {
+    std::lock_guard lock(mu_);
+    return static_cast<int>(std::count_if(copies_.begin(), copies_.end(), [&](const Copy& c) { return c.reason == r; }));
+  }
+
+ private:
+  class Sink final : public spdlog::sinks::base_sink<std::mutex> {
+   public:
+    explicit Sink(Copies* copies) : copies_(copies) {}
+
+   protected:
+    void sink_it_(const spdlog::details::log_msg& msg) override {
+      const std::string_view text(msg.payload.data(), msg.payload.size());
+      const auto at = text.find(": the broker sent ");
+      if (at == std::string_view::npos) return;
+      const auto from = at + std::string_view(": the broker sent ").size();
+      const std::string id(text.substr(from, text.find(' ', from) - from));
+      std::lock_guard lock(copies_->mu_);
+      copies_->copies_.push_back({SteadyClock::now(), id, Reason::kProcessed});
+    }
+    void flush_() override {}
+
+   private:
+    Copies* copies_;
+  };
+
+  mutable std::mutex mu_;
+  std::map<std::string, std::string> body_of_;  // broker id → body
+  std::vector<Copy> copies_;
+};
+
 // One `idem consume`-like consumer in this process: the Pulsar source, a Runtime, a
-// Consumer on the shared in-memory store; its decisions are counted by reason.
+// Consumer on the shared in-memory store; its decisions are counted by reason, and the
+// copies that reached it recorded in `copies`.
 class IdemConsumer {
  public:
-  IdemConsumer(const std::string& uri, ConsumerOptions co, std::function<void(const Msg&)> handle)
-      : IdemConsumer(uri, std::move(co), [handle](const Msg& m, HandlerContext&) {
-          handle(m);
-          return HandlerResult::ok();
-        }) {}
+  IdemConsumer(const std::string& uri, ConsumerOptions co, std::function<void(const Msg&)> handle,
+               RuntimeOptions ro = {}, Copies* copies = nullptr)
+      : IdemConsumer(uri, std::move(co),
+                     [handle](const Msg& m, HandlerContext&) {
+                       handle(m);
+                       return HandlerResult::ok();
+                     },
+                     ro, copies) {}
 
-  IdemConsumer(const std::string& uri, ConsumerOptions co, Consumer<Msg>::Handler handler) {
+  IdemConsumer(const std::string& uri, ConsumerOptions co, Consumer<Msg>::Handler handler, RuntimeOptions ro = {},
+               Copies* copies = nullptr) {
     auto o = parse_uri(uri);
     EXPECT_TRUE(o.ok()) << o.status().to_string();
+    if (copies != nullptr) o->logger = copies->logger();
     auto s = open(*o);
     EXPECT_TRUE(s.ok()) << s.status().to_string();
     if (!s.ok()) return;
@@ -154,13 +236,16 @@ class IdemConsumer {
     auto c = Consumer<Msg>::create(std::move(co), extractors(), std::move(handler));
     EXPECT_TRUE(c.ok()) << c.status().to_string();
     consumer_.emplace(std::move(c).value());
-    RuntimeOptions ro;
-    ro.workers = 1;
-    ro.backlog = 2;  // in flight ≤ workers + 2: nothing waits long enough for the ack timeout
+    if (ro.workers == 0) {
+      ro.workers = 1;
+      ro.backlog = 2;
+    }
     ro.idle_exit = Duration(3000);
-    auto rt = Runtime<Msg>::create(ro, *source_, *consumer_, decode, [this](const Delivery&, const Msg*, const Decision& d) {
-      ++reasons_[d.reason];
-    });
+    auto rt = Runtime<Msg>::create(ro, *source_, *consumer_, decode,
+                                   [this, copies](const Delivery& d, const Msg*, const Decision& dec) {
+                                     ++reasons_[dec.reason];
+                                     if (copies != nullptr) copies->decided(d, dec);
+                                   });
     EXPECT_TRUE(rt.ok()) << rt.status().to_string();
     runtime_ = std::move(rt).value();
   }
@@ -194,14 +279,19 @@ std::shared_ptr<Store> memory_store() {
   return *s;
 }
 
-// Unloads `topic` each time `done()` crosses another of `at`, until `stop`.
+// Unloads `topic` each time `done()` crosses another of `at`, and, when `ready` is given,
+// once it says so (up to 20 s after the last unload), until `stop`; the time of each
+// unload that succeeded goes to `unloads` (read it after joining the thread).
 std::thread unloader(const std::string& topic, std::vector<std::size_t> at, std::function<std::size_t()> done,
-                     std::atomic<bool>& stop, std::atomic<int>& unloads) {
+                     std::atomic<bool>& stop, std::vector<SteadyClock::time_point>& unloads,
+                     std::function<bool(SteadyClock::time_point)> ready = nullptr) {
   return std::thread([=, &stop, &unloads] {
     std::size_t next = 0;
     while (!stop && next < at.size()) {
-      if (done() >= at[next]) {
-        if (broker().unload(topic).ok()) ++unloads;
+      const bool may = unloads.empty() || !ready || ready(unloads.back()) || SteadyClock::now() > unloads.back() + 20s;
+      if (done() >= at[next] && may) {
+        const auto when = SteadyClock::now();
+        if (broker().unload(topic).ok()) unloads.push_back(when);
         ++next;
       }
       std::this_thread::sleep_for(5ms);
@@ -211,7 +301,7 @@ std::thread unloader(const std::string& topic, std::vector<std::size_t> at, std:
 
 constexpr int kRewindMessages = 1200;
 constexpr auto kRewindHandlerTime = 2ms;  // slow enough that the unloads come mid-stream
-const std::vector<std::size_t> kUnloadAt{200, 450, 700, 950};
+const std::vector<std::size_t> kUnloadAt{150, 300, 450, 600, 750, 900};
 
 TEST(PulsarStories, FailoverRewindRepeatsWorkForAPlainConsumer) {
   const std::string topic = fresh("rewind-plain");
@@ -219,7 +309,7 @@ TEST(PulsarStories, FailoverRewindRepeatsWorkForAPlainConsumer) {
   Effects effects;
   std::atomic<std::size_t> handled{0};
   std::atomic<bool> stop{false};
-  std::atomic<int> unloads{0};
+  std::vector<SteadyClock::time_point> unloads;
   PlainConsumer c(topic, "subscriptionType=Failover&subscriptionInitialPosition=Earliest");
   auto u = unloader(topic, kUnloadAt, [&] { return handled.load(); }, stop, unloads);
   c.run(4s, 300, [&](const std::string& body) {
@@ -229,34 +319,62 @@ TEST(PulsarStories, FailoverRewindRepeatsWorkForAPlainConsumer) {
   });
   stop = true;
   u.join();
-  std::cout << "failover rewind, plain consumer: " << unloads << " unloads, " << effects.repeats()
+  std::cout << "failover rewind, plain consumer: " << unloads.size() << " unloads, " << effects.repeats()
             << " messages processed twice, " << effects.ids() << " of " << kRewindMessages << " messages\n";
-  EXPECT_EQ(unloads, static_cast<int>(kUnloadAt.size()));
+  EXPECT_EQ(unloads.size(), kUnloadAt.size());
   EXPECT_EQ(effects.ids(), static_cast<std::size_t>(kRewindMessages));
   EXPECT_GT(effects.repeats(), 0) << "the rewind resends what was delivered and not acked";
 }
 
+// idem holds up to 100 messages at each unload (a backlog of 100 over a receiver queue
+// of 200), and its handler holds the message that triggers an unload until the topic
+// is back, so every rewind sends some of them again: as copies of messages still held
+// (the source drops them) or of messages decided since (the watermark answers them).
+constexpr auto kHoldAtUnload = 1500ms;
 TEST(PulsarStories, FailoverRewindIsAbsorbedByTheWatermark) {
   const std::string topic = fresh("rewind-idem");
   publish(topic, kRewindMessages);
   Effects effects;
+  Copies copies;
   std::atomic<std::size_t> handled{0};
   std::atomic<bool> stop{false};
-  std::atomic<int> unloads{0};
+  std::vector<SteadyClock::time_point> unloads;
   ConsumerOptions co = effectively_once(memory_store());
   co.ordering.mode = Ordering::kWatermark;
-  IdemConsumer c(broker().uri(topic, "sub", "type=failover"), std::move(co), [&](const Msg& m) {
-    effects.add(m.id);
-    ++handled;
-    std::this_thread::sleep_for(kRewindHandlerTime);
-  });
-  auto u = unloader(topic, kUnloadAt, [&] { return handled.load(); }, stop, unloads);
+  RuntimeOptions ro;
+  ro.workers = 1;
+  ro.backlog = 100;
+  IdemConsumer c(broker().uri(topic, "sub", "type=failover&receiver_queue=200"), std::move(co),
+                 [&](const Msg& m) {
+                   effects.add(m.id);
+                   const std::size_t n = ++handled;
+                   const bool unload_now = std::find(kUnloadAt.begin(), kUnloadAt.end(), n) != kUnloadAt.end();
+                   std::this_thread::sleep_for(unload_now ? kHoldAtUnload : kRewindHandlerTime);
+                 },
+                 ro, &copies);
+  // The next unload waits for a copy of the last one (the consumer may take a while to
+  // be connected again), so that each unload's copies come before the next.
+  auto u = unloader(topic, kUnloadAt, [&] { return handled.load(); }, stop, unloads,
+                    [&](SteadyClock::time_point last) { return copies.between(last, SteadyClock::time_point::max()) > 0; });
   c.run();
   stop = true;
   u.join();
-  std::cout << "failover rewind, idem (watermark): " << unloads << " unloads, " << effects.repeats()
-            << " messages processed twice, " << c.count(Reason::kDuplicate) << " repeats dropped as duplicate\n";
-  EXPECT_EQ(unloads, static_cast<int>(kUnloadAt.size()));
+  std::cout << "failover rewind, idem (watermark): " << unloads.size() << " unloads, " << effects.repeats()
+            << " messages processed twice; copies received: " << copies.total() << " ("
+            << copies.answered(Reason::kDuplicate) << " answered duplicate, " << copies.answered(Reason::kProcessed)
+            << " dropped by the source while held); per unload:";
+  for (std::size_t i = 0; i < unloads.size(); ++i) {
+    std::cout << " " << copies.between(unloads[i], i + 1 < unloads.size() ? unloads[i + 1] : SteadyClock::time_point::max());
+  }
+  std::cout << "\n";
+  EXPECT_EQ(unloads.size(), kUnloadAt.size());
+  for (std::size_t i = 0; i < unloads.size(); ++i) {
+    const auto end = i + 1 < unloads.size() ? unloads[i + 1] : SteadyClock::time_point::max();
+    EXPECT_GE(copies.between(unloads[i], end), 1) << "unload " << i + 1 << " sent nothing again to idem";
+  }
+  EXPECT_GE(copies.total(), 10) << "the test's premise: the rewinds sent copies";
+  EXPECT_EQ(copies.total(), copies.answered(Reason::kDuplicate) + copies.answered(Reason::kProcessed))
+      << "every copy is a duplicate or dropped while held";
   EXPECT_EQ(effects.ids(), static_cast<std::size_t>(kRewindMessages));
   EXPECT_EQ(effects.repeats(), 0);
   EXPECT_EQ(c.count(Reason::kProcessed), kRewindMessages);
@@ -289,30 +407,46 @@ TEST(PulsarStories, AckTimeoutWithALaggingListenerRunsCopiesForAPlainConsumer) {
   EXPECT_GT(effects.repeats(), 0) << "messages waiting in the receiver queue time out and run twice";
 }
 
+// idem under the plain consumers' settings (receiver queue 1,000, ack timeout 1,000 ms,
+// two consumers) with a backlog of 50 per consumer, and every 60th message slower than
+// the ack timeout: the broker sends those again while they run (to the other consumer,
+// which finds the lease held, or to the same one, whose source drops the copy).
 TEST(PulsarStories, AckTimeoutWithALaggingListenerRunsEachEffectOnceThroughIdem) {
   const std::string topic = fresh("lag-idem");
   publish(topic, kLagMessages);
   Effects effects;
+  Copies copies;
+  auto slow = [](const std::string& id) { return std::stoi(id.substr(1)) % 60 == 30; };
   auto store = memory_store();  // both consumers' store, as a shared Redis would be
-  const std::string uri = broker().uri(topic, "sub", "ack_timeout_ms=1000&receiver_queue=10");
+  const std::string uri = broker().uri(topic, "sub", "ack_timeout_ms=1000&receiver_queue=1000");
+  RuntimeOptions ro;
+  ro.workers = 1;
+  ro.backlog = 50;
   std::vector<std::unique_ptr<IdemConsumer>> consumers;
   for (int i = 0; i < 2; ++i) {
-    consumers.push_back(std::make_unique<IdemConsumer>(uri, effectively_once(store), [&](const Msg& m) {
-      effects.add(m.id);
-      std::this_thread::sleep_for(kHandlerTime);
-    }));
+    consumers.push_back(std::make_unique<IdemConsumer>(
+        uri, effectively_once(store),
+        [&](const Msg& m) {
+          effects.add(m.id);
+          std::this_thread::sleep_for(slow(m.id) ? 2500ms : kHandlerTime);
+        },
+        ro, &copies));
   }
   std::vector<std::thread> threads;
   for (auto& c : consumers) threads.emplace_back([&c] { c->run(); });
   for (auto& t : threads) t.join();
-  int duplicates = 0, in_progress = 0;
-  for (auto& c : consumers) {
-    duplicates += c->count(Reason::kDuplicate);
-    in_progress += c->count(Reason::kInProgress);
-  }
   std::cout << "ack timeout with a lagging listener, idem: " << effects.repeats() << " duplicate executions of "
-            << kLagMessages << " messages; copies answered: " << duplicates << " duplicate, " << in_progress
-            << " in progress\n";
+            << kLagMessages << " messages; copies received: " << copies.total() << " ("
+            << copies.answered(Reason::kDuplicate) << " duplicate, " << copies.answered(Reason::kInProgress)
+            << " in progress, " << copies.answered(Reason::kProcessed) << " dropped by the source while held); of the slow ones:";
+  for (int i = 30; i < kLagMessages; i += 60) std::cout << " " << copies.of("m" + std::to_string(i));
+  std::cout << "\n";
+  for (int i = 30; i < kLagMessages; i += 60) {
+    EXPECT_GE(copies.of("m" + std::to_string(i)), 1) << "m" << i << " outlived the ack timeout; the broker sent it again";
+  }
+  EXPECT_EQ(copies.total(), copies.answered(Reason::kDuplicate) + copies.answered(Reason::kInProgress) +
+                                copies.answered(Reason::kProcessed))
+      << "every copy is a duplicate, in progress, or dropped while held";
   EXPECT_EQ(effects.ids(), static_cast<std::size_t>(kLagMessages));
   EXPECT_EQ(effects.repeats(), 0);
   EXPECT_EQ(broker().backlog(topic, "sub").first, 0);

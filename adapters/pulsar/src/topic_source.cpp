@@ -139,12 +139,20 @@ void TopicSource::take(const std::string& frame, std::vector<Delivery>& out) {
   }
   if (permits_ > 0) --permits_;
   std::string id = j.value("messageId", std::string());
-  if (!in_flight_ids_.insert(id).second) return;  // a copy of one this consumer still works on
+  const auto mid = parse_message_id(id);
+  std::string broker_id = mid ? to_string(*mid) : id;
+  if (!in_flight_ids_.insert(id).second) {  // a copy of one this consumer still works on
+    if (log_ != nullptr) {
+      log_->info("idem: {}: the broker sent {} again while it is handled here (its ack timeout passed, or the topic "
+                 "was loaded again); the copy is dropped",
+                 describe(), broker_id);
+    }
+    return;
+  }
   Delivery d;
   auto body = base64_decode(j.value("payload", std::string()));
   d.body = body ? std::move(*body) : j.value("payload", std::string());
-  const auto mid = parse_message_id(id);
-  d.broker_id = mid ? to_string(*mid) : id;
+  d.broker_id = std::move(broker_id);
   d.partition = o_.topic;
   d.position = mid ? position(*mid) : 0;
   d.key = j.value("key", std::string());
