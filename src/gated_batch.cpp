@@ -28,6 +28,7 @@ GatedBatch::GatedBatch(Pipeline& p, std::span<const MessageView> ms, detail::Han
       chains_(p.impl_.store->capabilities().entity_chains),
       out_(ms.size()),
       finished_(ms.size(), false),
+      taken_(ms.size(), false),
       key_index_(ms.size()),
       key_of_(ms.size()),
       fps_(ms.size()),
@@ -45,7 +46,7 @@ std::vector<Decision> GatedBatch::run() {
   if (strict_ && chains_) absorb_after_pending();
   flush();
   for (std::uint32_t k = 0; k < keys_.size(); ++k) {
-    if (keys_[k].drain) p_.drain(key_names_[k], h_);
+    if (keys_[k].drain) p_.drain(key_names_[k], h_, this);
   }
   finish_all();
   return std::move(out_);
@@ -122,6 +123,8 @@ void GatedBatch::claim_firsts() {
 
 void GatedBatch::walk(std::size_t k) {
   const std::size_t i = firsts_[k];
+  walking_ = k;
+  if (taken_[i]) return run_taken(i);
   const MessageView& m = ms_[i];
   auto& claim = claims_[k];
   if (!claim.ok() || claim->status != ClaimStatus::kNew) {
@@ -137,11 +140,19 @@ void GatedBatch::walk(std::size_t k) {
   const TimePoint t = p_.clock_.read();
   const bool renew = lease_renewal_due(start_, t, o_.lease);
   Turn turn = Turn::kRecheck;
-  while (!renew && turn == Turn::kRecheck && !applies_in_order(m, *p, g)) {
+  while (!renew && turn == Turn::kRecheck) {
     g = Gate{};
-    turn = out_of_turn(i, *claim, *p, t);
+    if (applies_in_order(m, *p, g)) {
+      if (!drain_first(i, *p)) break;
+      turn = keys_[key_of_[i]].stale ? Turn::kSingle : Turn::kRecheck;
+    } else {
+      g = Gate{};
+      turn = out_of_turn(i, *claim, *p, t);
+    }
+    if (taken_[i]) return run_taken(i);
   }
   if (turn == Turn::kDecided) return;
+  walking_ = k + 1;  // i runs now: its claim is its own
   if (renew || turn == Turn::kSingle) {
     single(i, *claim, t, renew);
     return;
@@ -178,7 +189,7 @@ void GatedBatch::run_in_order(std::size_t i, const ClaimResult& claim, EntityRec
     settle(kid);
     out_[i] = step.failed();
     forget(kid);
-    if (g.advanced && strict_) p_.drain(key, h_);
+    if (g.advanced && strict_) p_.drain(key, h_, this);
     return;
   }
   commits_.push_back(step.commit());
@@ -296,7 +307,7 @@ void GatedBatch::land_absorbed(Absorbed& a, const Status& s) {
 
 void GatedBatch::settle(std::uint32_t k) {
   if (!keys_[k].pending.empty()) flush();
-  if (std::exchange(keys_[k].drain, false) && p_.drain(key_names_[k], h_) > 0) forget(k);
+  if (std::exchange(keys_[k].drain, false) && p_.drain(key_names_[k], h_, this) > 0) forget(k);
 }
 
 // --- absorbing buffered successors ---------------------------------------------------
@@ -315,6 +326,7 @@ std::size_t GatedBatch::absorb(std::uint32_t k, EntityRecord& p, std::vector<Buf
   qs.reserve(n);
   for (std::size_t j = 0; j < n; ++j) qs.push_back({entries[j].id, o_.owner, o_.lease, std::nullopt, t, key});
   auto granted = p_.clock_.timed_store([&] { return store_.claim_batch(qs); });
+  take_batch_claims(entries, t, granted);
   std::size_t ran = 0;
   for (; ran < n; ++ran) {
     auto& c = granted[ran];
@@ -331,6 +343,46 @@ std::size_t GatedBatch::absorb(std::uint32_t k, EntityRecord& p, std::vector<Buf
       (void)store_.release(p_.release_req(key, entries[j].id, false));
   }
   return ran;
+}
+
+bool GatedBatch::drain_first(std::size_t i, EntityRecord& p) {
+  const std::uint32_t k = key_of_[i];
+  KeyState& ks = keys_[k];
+  if (!strict_ || !chains_ || ks.pending.empty()) return false;
+  if (ks.buffered && std::find(ks.buffered->begin(), ks.buffered->end(), p.version + 1) == ks.buffered->end()) {
+    return false;
+  }
+  auto next = p_.clock_.timed_store([&] { return store_.entities()->buffer_read(key_names_[k], kAbsorbAhead); });
+  if (!next.ok()) return false;
+  ks.buffered.emplace();
+  for (const BufferEntry& e : *next) ks.buffered->push_back(e.version);
+  return absorb(k, p, *next) > 0;
+}
+
+void GatedBatch::take_batch_claims(const std::vector<BufferEntry>& entries, TimePoint t,
+                                   std::vector<StatusOr<ClaimResult>>& granted) {
+  for (std::size_t j = 0; j < granted.size(); ++j) {
+    if (!granted[j].ok() || granted[j]->status != ClaimStatus::kInProgress) continue;
+    if (auto mine = take(entries[j].id, t)) granted[j] = std::move(*mine);
+  }
+}
+
+std::optional<ClaimResult> GatedBatch::take(std::string_view id, TimePoint now) {
+  if (lease_renewal_due(start_, now, o_.lease)) return std::nullopt;
+  for (std::size_t k = walking_; k < firsts_.size(); ++k) {
+    const std::size_t i = firsts_[k];
+    if (*ms_[i].id != id || taken_[i] || !claims_[k].ok() || claims_[k]->status != ClaimStatus::kNew) continue;
+    taken_[i] = true;
+    finished_[i] = true;
+    return *claims_[k];
+  }
+  return std::nullopt;
+}
+
+void GatedBatch::run_taken(std::size_t i) {
+  settle(key_of_[i]);
+  out_[i] = p_.process(ms_[i], h_, i);
+  forget(key_of_[i]);
 }
 
 std::size_t GatedBatch::drop_stale(std::uint32_t k, const EntityRecord& p, std::vector<BufferEntry>& entries) {
@@ -438,7 +490,7 @@ void GatedBatch::single(std::size_t i, const ClaimResult& claim, TimePoint t, bo
   } else {
     out_[i] = p_.run_claimed(subject_of(m, fps_[i]), c.retries, Pipeline::handler_of(h_, i), t, &g, lease_until);
   }
-  if (g.advanced && strict_) p_.drain(key, h_);
+  if (g.advanced && strict_) p_.drain(key, h_, this);
 }
 
 GatedBatch::Turn GatedBatch::out_of_turn(std::size_t i, const ClaimResult& claim, EntityRecord& p, TimePoint t) {

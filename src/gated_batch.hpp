@@ -39,13 +39,18 @@
 
 namespace idem::detail {
 
-class GatedBatch {
+class GatedBatch final : public Pipeline::HeldClaims {
  public:
   // REQUIRES: p's consumer is entity-gated, effectively_once, not transactional.
   GatedBatch(Pipeline& p, std::span<const MessageView> ms, detail::HandlerThunk h);
 
   // Decides every message of the batch, in input order. Call once.
   std::vector<Decision> run();
+
+  // HeldClaims: the batch's claim on id, if a first copy not yet run holds it and the
+  // batch's claims are not due for renewal at now; walk() then runs that message as
+  // process() would meet it after the drain (run_taken).
+  std::optional<ClaimResult> take(std::string_view id, TimePoint now) override;
 
  private:
   // What the batch knows of one of its keys, by the key's BatchIndex.
@@ -55,6 +60,8 @@ class GatedBatch {
     std::optional<EntityRecord> projected;
     bool stale = false;                // changed in the store outside the projection
     bool drain = false;                // strict: a version landed; drain after
+    // The versions drain_first last read in the key's buffer (none: not read yet).
+    std::optional<std::vector<std::uint64_t>> buffered;
     std::vector<std::size_t> pending;  // where its writes are among the pending commits
   };
 
@@ -98,6 +105,12 @@ class GatedBatch {
   void run_in_order(std::size_t i, const ClaimResult& claim, EntityRecord& p, Gate& g, TimePoint t);
   // The early versions' puts in one call (see buffer_early's deferred puts).
   void put_deferred();
+  // Strict, entity_chains: message i applies in order after its key's pending writes,
+  // where process() would have drained the key's buffer after the last of them: absorbs
+  // the buffered entries that are next (i's own buffered copy among them, under i's
+  // claim: take()). Reads the key's buffer once per batch, and again only when that
+  // read showed the version the projection now expects. True iff any ran.
+  bool drain_first(std::size_t i, EntityRecord& p);
   // Strict, entity_chains: absorbs the successors the pending writes make next.
   void absorb_after_pending();
   // Counts and reports the decisions; runs the repeats.
@@ -128,6 +141,15 @@ class GatedBatch {
   // a handler failure (decided here, as drain() would). Returns how many successors it
   // decided.
   std::size_t absorb(std::uint32_t k, EntityRecord& p, std::vector<BufferEntry>& entries);
+  // Where a buffered entry's claim was not granted because this batch holds its id (a
+  // redelivery of the buffered message, claimed at start_ and not yet run), the batch's
+  // claim runs the entry (take()), as drain() would have run it before process() met
+  // the redelivery.
+  void take_batch_claims(const std::vector<BufferEntry>& entries, TimePoint t,
+                         std::vector<StatusOr<ClaimResult>>& granted);
+  // Message i, whose claim ran its buffered copy: the key's pending writes land, then
+  // i goes through process() (a duplicate, or its next attempt after a failure).
+  void run_taken(std::size_t i);
   // Drops the leading entries at or below the projection (stale). One that a pending
   // commit of the batch applies (a redelivery of a buffered message, run in order) is
   // removed by that commit, as drain() would remove it after the commit. Returns how
@@ -161,6 +183,8 @@ class GatedBatch {
 
   std::vector<Decision> out_;                  // by message index
   std::vector<bool> finished_;                 // decided and counted by process()
+  std::vector<bool> taken_;                    // its claim ran its buffered copy (run_taken)
+  std::size_t walking_ = 0;                    // firsts_ from here have not run yet
   std::vector<std::size_t> firsts_, repeats_;  // first and later copies of each id
   BatchIndex key_index_;                       // the batch's keys
   std::vector<std::uint32_t> key_of_;          // each valid message's key, by index

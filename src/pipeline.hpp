@@ -189,12 +189,24 @@ class Pipeline {
     std::string message;
     TimePoint at;
   };
+  // Claims that the caller of drain() holds on ids it has not run yet (a gated batch's,
+  // taken at the batch's start): a buffered entry of such an id runs under that claim
+  // instead of finding its id held, as if drained before the caller met the redelivery.
+  class HeldClaims {
+   public:
+    // The claim held on id, given up to the drain (the caller then answers its own
+    // delivery of id as process() would after the drain), or nothing.
+    virtual std::optional<ClaimResult> take(std::string_view id, TimePoint now) = 0;
+
+   protected:
+    ~HeldClaims() = default;
+  };
   // Runs the buffered successors of key that are next in order. Returns how many left
   // the buffer.
-  std::size_t drain(std::string_view key, detail::HandlerThunk h);
+  std::size_t drain(std::string_view key, detail::HandlerThunk h, HeldClaims* held = nullptr);
   // One buffered entry whose version is next: claim, gate, handler, commit. Returns
   // false when the drain must stop (a failure to retry later, or a lease held elsewhere).
-  bool run_buffered(const BufferEntry& e, detail::HandlerThunk h);
+  bool run_buffered(const BufferEntry& e, detail::HandlerThunk h, HeldClaims* held);
   void report(const BufferEntry& e, const Decision& d, const Gate* g);
   // report(), after holding the key's drains for d.delay if d is a retry (the entry is
   // tried again then, not at the key's next message).

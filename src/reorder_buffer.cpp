@@ -51,7 +51,7 @@ Decision Pipeline::after_buffer_put(const MessageView& m, std::optional<std::uin
   return d;
 }
 
-std::size_t Pipeline::drain(std::string_view key, detail::HandlerThunk h) {
+std::size_t Pipeline::drain(std::string_view key, detail::HandlerThunk h, HeldClaims* held) {
   {
     std::lock_guard lock(impl_.buffered_mu);
     auto nb =
@@ -82,17 +82,29 @@ std::size_t Pipeline::drain(std::string_view key, detail::HandlerThunk h) {
     }
     if (next.version != e->version + 1 && e->version != 0) return drained;  // a gap
     if (e->version == 0 && o_.ordering.first_version && next.version != *o_.ordering.first_version) return drained;
-    if (!run_buffered(next, h)) return drained;
+    if (!run_buffered(next, h, held)) return drained;
     ++drained;
   }
   return drained;
 }
 
-bool Pipeline::run_buffered(const BufferEntry& e, detail::HandlerThunk h) {
+bool Pipeline::run_buffered(const BufferEntry& e, detail::HandlerThunk h, HeldClaims* held) {
   const TimePoint start = clock_.read();
   ClaimRequest req{e.id, o_.owner, o_.lease, std::nullopt, start, e.key};
   auto claim = clock_.timed_store([&] { return impl_.store->claim(req); });
   if (!claim.ok()) return false;
+  if (claim->status == ClaimStatus::kInProgress && held != nullptr) {
+    auto mine = held->take(e.id, start);
+    if (mine) {  // claimed at the caller's start: the entity as of now
+      auto ent = clock_.timed_store([&] { return impl_.store->entities()->read_entity(e.key); });
+      if (!ent.ok()) {
+        (void)impl_.store->release(release_req(e.key, e.id, false));
+        return false;
+      }
+      mine->entity = std::move(ent).value();
+      claim = std::move(*mine);
+    }
+  }
   if (claim->status == ClaimStatus::kCompleted) {
     auto ent = clock_.timed_store([&] { return impl_.store->entities()->read_entity(e.key); });
     if (!ent.ok()) return false;

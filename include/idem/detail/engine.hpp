@@ -78,9 +78,14 @@ class Engine {
   //    early ones go into the reorder buffer together, in one buffer_put_batch before
   //    the batch commits, each answered as its own put would be.
   //  - strict ordering over a store with entity_chains: buffered successors that the
-  //    batch's pending writes make next (found by an early message of the key, and
-  //    looked for once per advanced key before the commit) are claimed in one batch
-  //    claim, run in order, and join the batch commit, each removing its entry.
+  //    batch's pending writes make next (found by an early message of the key, by a
+  //    message that applies after the key's pending writes, and looked for once per
+  //    advanced key before the commit) are claimed in one batch claim, run in order,
+  //    and join the batch commit, each removing its entry, as drain() would run them
+  //    after those writes. A buffered entry whose id the batch itself holds (its
+  //    redelivery, not yet run) runs under the batch's claim, and the redelivery is
+  //    then answered as process() would answer it after the drain (a duplicate, or
+  //    its next attempt).
   //  - any other message (an invalid transition, a handler failure, a lease to
   //    renew, a next version that waits in the buffer but cannot be run in the batch)
   //    lands the pending commits if its key has any, then takes the single-message
