@@ -187,7 +187,7 @@ class ClockSkew : public ::testing::Test {
       const std::string source = broker + "skew" + std::to_string(arm) + side + "?group=g&consumer=" + side;
       return spawn({IDEM_BINARY, "consume", "--source", source, "--store", store, "--clock", clock, "--lease-ms",
                     std::to_string(skew.lease_ms), "--handler-timeout-ms", "10000", "--workers", "4", "--id", "/id",
-                    "--idle-exit-ms", std::to_string(3000 + 1000 * skew.lead.count()), "--handler",
+                    "--idle-exit-ms", std::to_string(3000 + 3000 * skew.lead.count()), "--handler",
                     "exec:env -u LD_PRELOAD python3 " IDEM_SIDECAR_EXAMPLES "/exec_handler.py " +
                         dir.sub(std::string("calls-") + side)},
                    dir.sub(std::string("out-") + side), o);

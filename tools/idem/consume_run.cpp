@@ -3,8 +3,11 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <iostream>
+#include <thread>
 
 #include "exit_codes.hpp"
 #include "idem/backend/store_uri.hpp"
@@ -35,7 +38,21 @@ int consume_fail(int code, const std::string& message) {
 }
 
 int open_consume_source(const ConsumeArgs& a, const ConsumerSettings& s, std::unique_ptr<MessageSource>& out) {
+  // A broker that cannot be reached at start (restarting, a lossy link) is tried again
+  // for kOpenPatience, 100 ms doubling to 2 s between tries, each failure on stderr.
+  constexpr auto kOpenPatience = std::chrono::seconds(30);
+  const auto give_up = std::chrono::steady_clock::now() + kOpenPatience;
   auto source = open_source(a.source, OpenSourceOptions{.lease = s.lease});
+  for (auto pause = std::chrono::milliseconds(100);
+       !source.ok() && source.status().code() == StatusCode::kUnavailable &&
+       std::chrono::steady_clock::now() + pause < give_up;
+       pause = std::min(2 * pause, std::chrono::milliseconds(2000))) {
+    std::cerr << "idem consume: "
+              << scrub_secrets("cannot open source: " + source.status().to_string(), a.source) << "; trying again in "
+              << pause.count() << " ms\n";
+    std::this_thread::sleep_for(pause);
+    source = open_source(a.source, OpenSourceOptions{.lease = s.lease});
+  }
   if (!source.ok() && source.status().code() == StatusCode::kInvalidArgument)
     return consume_fail(kExitUsage, scrub_secrets("--source: " + source.status().message(), a.source));
   if (!source.ok())
