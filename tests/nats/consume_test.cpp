@@ -4,6 +4,7 @@
 // server and wrong credentials (one line, non-zero, no password).
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -126,8 +127,9 @@ TEST(IdemConsumeNats, PublishMsgIdLetsJetStreamDropResentCopies) {
 TEST(IdemConsumeNats, UnreachableServerAndWrongCredentialsFailInOneLineWithoutThePassword) {
   testing::TempDir dir("nats-bad");
   const std::string out = dir.sub("unreachable.log");
-  EXPECT_EQ(wait_exit(spawn_idem({"consume", "--source", "nats://app:s3cret@127.0.0.1:1?stream=s&durable=g", "--store",
-                                  "sqlite:" + dir.sub("db")},
+  const std::string nowhere = "nats://app:s3cret@127.0.0.1:1?stream=s&durable=g";
+  EXPECT_EQ(wait_exit(spawn_idem({"consume", "--source", nowhere, "--store", "sqlite:" + dir.sub("db"),
+                                  "--source-wait-ms", "0"},
                                  out),
                       std::chrono::seconds(30)),
             1);
@@ -135,6 +137,18 @@ TEST(IdemConsumeNats, UnreachableServerAndWrongCredentialsFailInOneLineWithoutTh
   EXPECT_NE(unreachable.find("idem consume:"), std::string::npos) << unreachable;
   EXPECT_EQ(std::count(unreachable.begin(), unreachable.end(), '\n'), 1) << unreachable;
   EXPECT_EQ(unreachable.find("s3cret"), std::string::npos) << unreachable;
+  // With a wait, each failed try is one line saying when the next comes, then the exit.
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(wait_exit(spawn_idem({"consume", "--source", nowhere, "--store", "sqlite:" + dir.sub("db"),
+                                  "--source-wait-ms", "2000"},
+                                 out),
+                      std::chrono::seconds(30)),
+            1);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(1000));
+  const std::string tried = read_all(out);
+  EXPECT_GE(std::count(tried.begin(), tried.end(), '\n'), 3) << tried;
+  EXPECT_NE(tried.find("trying again in 100 ms"), std::string::npos) << tried;
+  EXPECT_EQ(tried.find("s3cret"), std::string::npos) << tried;
 
   auto server = NatsServer::start({.user = "app", .password = "right"});
   ASSERT_TRUE(server.ok()) << server.status().to_string();

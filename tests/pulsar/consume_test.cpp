@@ -89,7 +89,8 @@ TEST(PulsarConsume, UnreachableBrokerIsOneLineAndNonZero) {
   testing::TempDir dir("consume");
   const std::string out = dir.sub("bad.log");
   EXPECT_EQ(wait_exit(spawn_idem({"consume", "--source",
-                                  "pulsar-ws://127.0.0.1:1/public/default/t?subscription=s&token=tok-SECRET-3"},
+                                  "pulsar-ws://127.0.0.1:1/public/default/t?subscription=s&token=tok-SECRET-3",
+                                  "--source-wait-ms", "0"},
                                  out),
                       std::chrono::seconds(30)),
             1);

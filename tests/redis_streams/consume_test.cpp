@@ -209,7 +209,9 @@ TEST(IdemConsume, ExhaustedRetriesAndMaxMessagesAndBadSources) {
 
   // A broker that is not there, and a bad URI: one line, non-zero, no secret.
   const std::string out = dir.sub("bad.log");
-  EXPECT_EQ(wait_exit(spawn_idem({"consume", "--source", "redis-stream://:s3cret@127.0.0.1:1/s?group=g"}, out),
+  EXPECT_EQ(wait_exit(spawn_idem({"consume", "--source", "redis-stream://:s3cret@127.0.0.1:1/s?group=g",
+                                   "--source-wait-ms", "0"},
+                                  out),
                       std::chrono::seconds(30)),
             1);
   EXPECT_EQ(wait_exit(spawn_idem({"consume", "--source", "redis-stream://:s3cret@127.0.0.1:1/s"}, out),

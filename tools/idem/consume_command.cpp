@@ -138,6 +138,10 @@ void add_consume_command(CLI::App& app, Runner& selected) {
                   "Exit 0 once idle this long with nothing pending, in flight or drainable (0: never)")
       ->check(CLI::Range(std::int64_t{0}, kMaxDurationMs))
       ->capture_default_str();
+  cmd->add_option("--source-wait-ms", a->source_wait_ms,
+                  "Try a source that cannot be reached at start again for this long (0: fail at once)")
+      ->check(CLI::Range(std::int64_t{0}, kMaxDurationMs))
+      ->capture_default_str();
   cmd->add_option("--max-messages", a->max_messages, "Exit 0 after deciding this many deliveries (0: no limit)")
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 62))
       ->capture_default_str();

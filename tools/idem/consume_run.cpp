@@ -39,9 +39,8 @@ int consume_fail(int code, const std::string& message) {
 
 int open_consume_source(const ConsumeArgs& a, const ConsumerSettings& s, std::unique_ptr<MessageSource>& out) {
   // A broker that cannot be reached at start (restarting, a lossy link) is tried again
-  // for kOpenPatience, 100 ms doubling to 2 s between tries, each failure on stderr.
-  constexpr auto kOpenPatience = std::chrono::seconds(30);
-  const auto give_up = std::chrono::steady_clock::now() + kOpenPatience;
+  // for --source-wait-ms, 100 ms doubling to 2 s between tries, each failure on stderr.
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::milliseconds(a.source_wait_ms);
   auto source = open_source(a.source, OpenSourceOptions{.lease = s.lease});
   for (auto pause = std::chrono::milliseconds(100);
        !source.ok() && source.status().code() == StatusCode::kUnavailable &&

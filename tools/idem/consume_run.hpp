@@ -31,6 +31,7 @@ struct ConsumeArgs {
   std::int64_t workers = 0;
   std::int64_t batch = 1;
   std::int64_t idle_exit_ms = 0;
+  std::int64_t source_wait_ms = 30'000;  // how long an unreachable source is tried at start
   std::int64_t max_messages = 0;
   double failure_actions_per_second = 1000;  // RuntimeOptions' failure-path throttle
   std::int64_t failure_burst = 100;
