@@ -53,7 +53,7 @@ StatusOr<std::unique_ptr<MessageSource>> open_source(std::string_view uri, const
   }
 #endif
 #ifdef IDEM_WITH_NATS
-  if (has_scheme(uri, "nats")) {
+  if (has_scheme(uri, "nats") || has_scheme(uri, "tls")) {
     auto o = nats::parse_uri(uri);
     if (!o.ok()) return o.status();
     if (o->durable.empty()) return invalid_argument("needs &durable=NAME (the durable consumer)");
@@ -97,7 +97,7 @@ StatusOr<std::unique_ptr<Publisher>> open_publisher(const std::string& uri) {
   }
 #endif
 #ifdef IDEM_WITH_NATS
-  if (has_scheme(uri, "nats")) {
+  if (has_scheme(uri, "nats") || has_scheme(uri, "tls")) {
     auto o = nats::parse_uri(uri);
     if (!o.ok()) return o.status();
     return nats::open_publisher(*o);
@@ -134,7 +134,7 @@ Status remove_destination(std::string_view uri) {
   }
 #endif
 #ifdef IDEM_WITH_NATS
-  if (has_scheme(uri, "nats")) {
+  if (has_scheme(uri, "nats") || has_scheme(uri, "tls")) {
     auto o = nats::parse_uri(uri);
     return o.ok() ? nats::remove(*o) : o.status();
   }
@@ -192,6 +192,7 @@ std::string broker_uri_forms() {
 #endif
 #ifdef IDEM_WITH_NATS
   help += "  nats://[USER:PASSWORD@]HOST:PORT?stream=S&durable=D[&subject=SUBJ][&dlq=SUBJ][&max_ack_pending=N]\n";
+  help += "  tls://[USER:PASSWORD@]HOST:PORT?stream=S&durable=D[&…]  (nats:// over TLS)\n";
 #endif
 #ifdef IDEM_WITH_KAFKA
   help += "  kafka://HOST:PORT[,HOST:PORT...]/TOPIC?group=G[&partitions=N][&session_timeout_ms=N]\n";

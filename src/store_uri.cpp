@@ -4,9 +4,15 @@
 #include <cctype>
 #include <charconv>
 #include <cstdint>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iterator>
 #include <optional>
 #include <vector>
+
+#include <sys/stat.h>
 
 namespace idem {
 namespace {
@@ -87,13 +93,13 @@ std::optional<Span> password_in(std::string_view d, bool lone_is_password) {
 }
 
 // Whether uri's scheme reads a user part without ':' as a user name (libpq, AMQP,
-// NATS): "postgres://alice@host" has no password. Redis's reads it as the password,
+// NATS, also over TLS): "postgres://alice@host" has no password. Redis's reads it as the password,
 // and so does any other or no scheme, to be safe.
 bool lone_part_is_user(std::string_view uri) {
   const std::size_t colon = uri.find("://");
   if (colon == std::string_view::npos) return false;
   const std::string_view scheme = uri.substr(0, colon);
-  for (std::string_view s : {"postgres", "postgresql", "amqp", "amqps", "nats"})
+  for (std::string_view s : {"postgres", "postgresql", "amqp", "amqps", "nats", "tls"})
     if (scheme == s) return true;
   return false;
 }
@@ -170,9 +176,19 @@ void replace_all(std::string& text, std::string_view what, std::string_view with
 }  // namespace
 
 bool secret_name(std::string_view name) {
+  if (secret_reference(name)) return false;  // a path or a variable's name, not the secret
   for (std::string_view word : {"password", "secret", "token"})
     if (name.find(word) != std::string_view::npos) return true;
   return false;
+}
+
+std::optional<std::string> secret_reference(std::string_view name) {
+  for (std::string_view suffix : {"_file", "_env"}) {
+    if (!name.ends_with(suffix)) continue;
+    const std::string_view stem = name.substr(0, name.size() - suffix.size());
+    if (!stem.empty() && secret_name(stem)) return std::string(stem);
+  }
+  return std::nullopt;
 }
 
 std::string redact_uri(std::string_view uri) {
@@ -214,6 +230,21 @@ std::optional<UserInfo> take_userinfo(std::string_view* rest) {
   return u;
 }
 
+StatusOr<UserInfo> credentials(std::optional<UserInfo> info, const StoreUri& u, bool lone_is_password) {
+  UserInfo out;
+  const auto param = u.param("password");
+  if (info && info->password && param)
+    return invalid_argument("the password is given twice (in the user part and as a parameter)");
+  if (info && !info->password && lone_is_password && !param) {
+    out.password = std::move(info->user);
+  } else if (info) {
+    out = std::move(*info);
+  }
+  if (param) out.password = *param;
+  if (out.password && out.password->empty()) return invalid_argument("empty password");
+  return out;
+}
+
 StatusOr<std::uint16_t> parse_port(std::string_view text) {
   unsigned port = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), port);
@@ -229,6 +260,52 @@ StatusOr<HostPort> parse_host_port(std::string_view text) {
   if (!port.ok()) return port.status();
   return HostPort{std::string(text.substr(0, colon)), *port};
 }
+
+namespace {
+
+// A secret file is small; /dev/zero or a FIFO named by mistake must not hang a start.
+constexpr std::size_t kMaxSecretBytes = 64 * 1024;
+
+StatusOr<std::string> read_secret_file(const std::string& name, const std::string& path) {
+  const auto bad = [&](const std::string& why) {
+    return invalid_argument("URI parameter " + name + ": \"" + path + "\" " + why);
+  };
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return bad(std::string("cannot be read: ") + std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) return bad("is not a regular file");
+  if (static_cast<std::size_t>(st.st_size) > kMaxSecretBytes) return bad("is larger than 64 KiB");
+  std::ifstream f(path, std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  if (!f.good() && !f.eof()) return bad("cannot be read");
+  if (text.ends_with('\n')) text.pop_back();
+  if (text.ends_with('\r')) text.pop_back();
+  if (text.empty()) return bad("is empty");
+  return text;
+}
+
+StatusOr<std::string> read_secret_env(const std::string& name, const std::string& var) {
+  const char* v = std::getenv(var.c_str());
+  if (v == nullptr || *v == '\0')
+    return invalid_argument("URI parameter " + name + ": the environment variable \"" + var +
+                            "\" is not set or empty");
+  return std::string(v);
+}
+
+// Replaces each secret reference (StoreUri::parse) of u by the secret.
+Status resolve_secrets(StoreUri& u) {
+  for (auto& [name, value] : u.params) {
+    const auto stem = secret_reference(name);
+    if (!stem) continue;
+    if (u.param(*stem)) return invalid_argument("URI parameter " + *stem + " is given twice (inline and as " + name + ")");
+    auto secret = name.ends_with("_file") ? read_secret_file(name, value) : read_secret_env(name, value);
+    if (!secret.ok()) return secret.status();
+    name = *stem;
+    value = std::move(secret).value();
+  }
+  return ok_status();
+}
+
+}  // namespace
 
 StatusOr<StoreUri> StoreUri::parse(std::string_view uri) {
   const auto colon = uri.find(':');
@@ -260,6 +337,7 @@ StatusOr<StoreUri> StoreUri::parse(std::string_view uri) {
     if (u.param(*name)) return invalid_argument("store URI: parameter \"" + *name + "\" is given twice");
     u.params.emplace_back(std::move(name).value(), std::move(value).value());
   }
+  if (Status s = resolve_secrets(u); !s.ok()) return s;
   return u;
 }
 
@@ -270,10 +348,17 @@ std::optional<std::string> StoreUri::param(std::string_view name) const {
 }
 
 Status StoreUri::check_params(std::initializer_list<std::string_view> known) const {
+  return check_params(known, {});
+}
+
+Status StoreUri::check_params(std::initializer_list<std::string_view> known,
+                              std::span<const std::string_view> more) const {
   for (const auto& [k, v] : params) {
     if (std::find(known.begin(), known.end(), k) != known.end()) continue;
+    if (std::find(more.begin(), more.end(), k) != more.end()) continue;
     std::string list;
     for (auto n : known) list += (list.empty() ? "" : ", ") + std::string(n);
+    for (auto n : more) list += (list.empty() ? "" : ", ") + std::string(n);
     return invalid_argument("store URI (" + scheme + ":): unknown parameter \"" + k + "\"" +
                             (list.empty() ? std::string(" (this store takes none)") : "; known: " + list));
   }

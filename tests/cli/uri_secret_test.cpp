@@ -192,8 +192,9 @@ TEST(UriSecret, NoCommandPrintsThePasswordOfAnyScheme) {
 #endif
        }) {
     for (const testing::Lines& args :
-         {testing::Lines{"consume", "--source", source, "--store", "memory:"},
-          testing::Lines{"consume", "--source", source, "--store", "redis://u:hunter2@127.0.0.1:1"},
+         {testing::Lines{"consume", "--source", source, "--store", "memory:", "--source-wait-ms", "0"},
+          testing::Lines{"consume", "--source", source, "--store", "redis://u:hunter2@127.0.0.1:1", "--source-wait-ms",
+                         "0"},
           testing::Lines{"publish", "--to", source, trace_file}}) {
       const testing::RunResult r = run_idem(args);
       EXPECT_NE(r.exit_code, 0) << source;

@@ -80,7 +80,9 @@ TEST(KafkaConsume, BenchSourceRunsItsRowsAndRemovesWhatItMade) {
 TEST(KafkaConsume, UnreachableBrokerIsOneLineAndNonZero) {
   testing::TempDir dir("consume");
   const std::string out = dir.sub("bad.log");
-  EXPECT_EQ(wait_exit(spawn_idem({"consume", "--source", "kafka://127.0.0.1:1/t?group=g&connect_timeout_ms=500"}, out),
+  EXPECT_EQ(wait_exit(spawn_idem({"consume", "--source", "kafka://127.0.0.1:1/t?group=g&connect_timeout_ms=500",
+                                  "--source-wait-ms", "0"},
+                                 out),
                       std::chrono::seconds(30)),
             1);
   EXPECT_EQ(wait_exit(spawn_idem({"consume", "--source", "kafka://127.0.0.1:1/t"}, out), std::chrono::seconds(30)),

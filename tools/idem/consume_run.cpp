@@ -13,6 +13,7 @@
 #include "idem/backend/store_uri.hpp"
 #include "idem/open_source.hpp"
 #include "operator_session.hpp"
+#include "tls_warning.hpp"
 
 namespace idem::cli {
 namespace {
@@ -40,6 +41,8 @@ int consume_fail(int code, const std::string& message) {
 int open_consume_source(const ConsumeArgs& a, const ConsumerSettings& s, std::unique_ptr<MessageSource>& out) {
   // A broker that cannot be reached at start (restarting, a lossy link) is tried again
   // for --source-wait-ms, 100 ms doubling to 2 s between tries, each failure on stderr.
+  warn_if_tls_insecure("consume", a.source);
+  warn_if_tls_insecure("consume", s.store_uri);
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::milliseconds(a.source_wait_ms);
   auto source = open_source(a.source, OpenSourceOptions{.lease = s.lease});
   for (auto pause = std::chrono::milliseconds(100);

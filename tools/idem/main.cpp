@@ -3,13 +3,31 @@
 #include <CLI/CLI.hpp>
 #include <exception>
 #include <iostream>
+#include <string_view>
 
 #include "commands.hpp"
 #include "exit_codes.hpp"
+#include "idem/backend/store_uri.hpp"
 
 #ifndef IDEM_VERSION
 #error "IDEM_VERSION (the project version) must be defined by the build"
 #endif
+
+namespace {
+
+// A secret written on the command line still works, with one warning (never the secret).
+void warn_of_secrets_in_argv(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (idem::redact_uri(arg) == arg) continue;
+    std::cerr << "idem: warning: argument " << i << " holds a password or token, which every user of this host can "
+              << "read (ps, /proc/PID/cmdline); give it as NAME_file=PATH or NAME_env=VAR instead "
+              << "(docs/security.md)\n";
+    return;
+  }
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   std::ios::sync_with_stdio(false);
@@ -34,6 +52,7 @@ int main(int argc, char** argv) {
     const int rc = app.exit(e);  // prints help, or the error, as CLI11 formats it
     return rc == 0 ? idem::cli::kExitOk : idem::cli::kExitUsage;
   }
+  warn_of_secrets_in_argv(argc, argv);
   try {
     return selected();
   } catch (const std::exception& e) {

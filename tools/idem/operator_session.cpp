@@ -10,6 +10,7 @@
 #include "exit_codes.hpp"
 #include "idem/backend/store_uri.hpp"
 #include "idem/open_store.hpp"
+#include "tls_warning.hpp"
 
 namespace idem::cli {
 
@@ -30,6 +31,7 @@ OperatorSession::OperatorSession(std::string command, const OperatorArgs& args)
       now_(args.at_ms ? from_unix_ms(*args.at_ms) : TimePoint(std::chrono::system_clock::now())) {}
 
 int OperatorSession::open() {
+  warn_if_tls_insecure(command_, args_.store);
   auto store = open_store(args_.store);
   if (!store.ok()) return fail(store.status());
   store_ = std::move(store).value();

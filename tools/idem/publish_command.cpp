@@ -14,6 +14,7 @@
 #include "exit_codes.hpp"
 #include "idem/backend/store_uri.hpp"
 #include "idem/open_source.hpp"
+#include "tls_warning.hpp"
 
 namespace idem::cli {
 namespace {
@@ -68,6 +69,7 @@ int run_publish(const PublishArgs& a) {
     file.open(a.file, std::ios::in | std::ios::binary);
     if (!file) return fail(kExitFailure, "cannot read \"" + a.file + "\": " + std::strerror(errno));
   }
+  warn_if_tls_insecure("publish", a.to);
   auto p = open_publisher(a.to);
   if (!p.ok() && p.status().code() == StatusCode::kInvalidArgument)
     return fail(kExitUsage, scrub_secrets("--to: " + p.status().message(), a.to));

@@ -36,6 +36,27 @@ struct OptionsDeleter {
   void operator()(natsOptions* o) const { natsOptions_Destroy(o); }
 };
 
+// TLS as o.tls asks: the server verified against the CA (or the system's trust store)
+// and the URI's host, unless insecure.
+natsStatus set_tls(natsOptions* raw, const TlsOptions& t) {
+  if (!t.enabled) return NATS_OK;
+  natsStatus s = natsOptions_SetSecure(raw, true);
+  if (s == NATS_OK && !t.ca_file.empty()) s = natsOptions_LoadCATrustedCertificates(raw, t.ca_file.c_str());
+  if (s == NATS_OK && !t.cert_file.empty())
+    s = natsOptions_LoadCertificatesChain(raw, t.cert_file.c_str(), t.key_file.c_str());
+  if (s == NATS_OK && t.insecure) s = natsOptions_SkipServerVerification(raw, true);
+  return s;
+}
+
+// The one way of authenticating that o gives, if any.
+natsStatus set_authentication(natsOptions* raw, const Options& o) {
+  if (!o.user.empty()) return natsOptions_SetUserInfo(raw, o.user.c_str(), o.password.c_str());
+  if (!o.token.empty()) return natsOptions_SetToken(raw, o.token.c_str());
+  if (!o.nkey.empty()) return natsOptions_SetNKeyFromSeed(raw, o.nkey.c_str(), o.nkey_seed_file.c_str());
+  if (!o.credentials_file.empty()) return natsOptions_SetUserCredentialsFromFiles(raw, o.credentials_file.c_str(), nullptr);
+  return NATS_OK;
+}
+
 }  // namespace
 
 Status from_nats(natsStatus s, std::string_view what, jsErrCode code) {
@@ -55,19 +76,22 @@ StatusOr<std::unique_ptr<Connection>> Connection::open(const Options& o, std::in
   natsOptions* raw = nullptr;
   if (natsOptions_Create(&raw) != NATS_OK) return internal_error("nats: out of memory");
   std::unique_ptr<natsOptions, OptionsDeleter> opts(raw);
-  const std::string url = "nats://" + c->where_;  // credentials go through SetUserInfo only
+  const std::string url = "nats://" + c->where_;  // credentials go through the options only
   natsStatus s = natsOptions_SetURL(raw, url.c_str());
-  if (s == NATS_OK && !o.user.empty()) s = natsOptions_SetUserInfo(raw, o.user.c_str(), o.password.c_str());
+  if (s == NATS_OK) s = set_authentication(raw, o);
+  if (s == NATS_OK) s = set_tls(raw, o.tls);
   if (s == NATS_OK) s = natsOptions_SetTimeout(raw, o.connect_timeout.count());
   if (s == NATS_OK) s = natsOptions_SetAllowReconnect(raw, true);
   if (s == NATS_OK) s = natsOptions_SetMaxReconnect(raw, -1);
   if (s == NATS_OK) s = natsOptions_SetCustomReconnectDelay(raw, reconnect_delay, nullptr);
   if (s == NATS_OK) s = natsOptions_SetName(raw, "idem");
-  if (s != NATS_OK) return from_nats(s, "options");
+  if (s != NATS_OK) return failed_precondition(from_nats(s, "options").message());
   s = natsConnection_Connect(&c->nc_, raw);
   if (s != NATS_OK) {
     Status e = from_nats(s, "cannot connect to " + c->where_);
-    if (s == NATS_CONNECTION_AUTH_FAILED || s == NATS_NOT_PERMITTED) return failed_precondition(e.message());
+    if (s == NATS_CONNECTION_AUTH_FAILED || s == NATS_NOT_PERMITTED || s == NATS_SSL_ERROR ||
+        s == NATS_SECURE_CONNECTION_REQUIRED || s == NATS_SECURE_CONNECTION_WANTED)
+      return failed_precondition(e.message());
     return e;
   }
   jsOptions jo;

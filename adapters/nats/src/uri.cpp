@@ -1,5 +1,6 @@
 // nats://[USER:PASSWORD@]HOST:PORT?stream=S&durable=D&subject=SUBJ&… → Options.
 #include "idem/backend/store_uri.hpp"
+#include "idem/backend/tls_options.hpp"
 #include "idem/nats_source.hpp"
 
 namespace idem::nats {
@@ -7,14 +8,16 @@ namespace {
 
 Status bad(const std::string& what) { return invalid_argument("nats URI: " + what); }
 
-// Reads "USER:PASSWORD@" off the front of `rest` into o.
-Status take_userinfo(std::string_view& rest, Options& o) {
-  auto u = idem::take_userinfo(&rest);
-  if (!u) return ok_status();
-  if (!u->password) return bad("want USER:PASSWORD@ before the host");
-  if (u->user.empty()) return bad("empty user");
-  o.user = std::move(u->user);
-  o.password = std::move(*u->password);
+// Reads "USER:PASSWORD@" off the front of `rest` into o, or "USER@" with the password
+// as the parameter (password_file=, password_env=).
+Status take_userinfo(std::string_view& rest, const StoreUri& uri, Options& o) {
+  auto c = credentials(idem::take_userinfo(&rest), uri, /*lone_is_password=*/false);
+  if (!c.ok()) return bad(c.status().message());
+  if (c->user.empty() && !c->password) return ok_status();
+  if (!c->password) return bad("want USER:PASSWORD@ before the host");
+  if (c->user.empty()) return bad("a password needs a user: USER@ before the host");
+  o.user = std::move(c->user);
+  o.password = std::move(*c->password);
   return ok_status();
 }
 
@@ -26,9 +29,22 @@ Status take_host_port(std::string_view hostport, Options& o) {
   return ok_status();
 }
 
+// The token, NKey or credentials file, at most one of them and of a password.
+Status take_authentication(const StoreUri& u, Options& o) {
+  o.token = u.param("token").value_or("");
+  o.nkey = u.param("nkey").value_or("");
+  o.nkey_seed_file = u.param("nkey_seed_file").value_or("");
+  o.credentials_file = u.param("creds").value_or("");
+  if (o.nkey.empty() != o.nkey_seed_file.empty()) return bad("nkey and nkey_seed_file go together");
+  const int ways = !o.user.empty() + !o.token.empty() + !o.nkey.empty() + !o.credentials_file.empty();
+  if (ways > 1) return bad("give one of a user and password, a token, an NKey and a credentials file");
+  return ok_status();
+}
+
 Status take_params(const StoreUri& u, Options& o) {
-  if (Status s = u.check_params(
-          {"stream", "durable", "subject", "dlq", "dlq_stream", "max_ack_pending", "connect_timeout_ms"});
+  if (Status s = u.check_params({"stream", "durable", "subject", "dlq", "dlq_stream", "max_ack_pending",
+                                 "connect_timeout_ms", "password", "token", "nkey", "nkey_seed_file", "creds"},
+                                kTlsParams);
       !s.ok()) {
     return s;
   }
@@ -46,23 +62,26 @@ Status take_params(const StoreUri& u, Options& o) {
   o.max_ack_pending = static_cast<std::int64_t>(*pending);
   o.connect_timeout = Duration(static_cast<std::int64_t>(*connect));
   if (o.stream.empty()) return bad("needs ?stream=NAME");
-  return ok_status();
+  return take_authentication(u, o);
 }
 
 // parse_uri() before its errors lose the URI's password.
 StatusOr<Options> parse_uri_unscrubbed(std::string_view uri) {
   auto u = StoreUri::parse(uri);
-  if (!u.ok()) return bad("not a URI (want nats://HOST:PORT?stream=S&durable=D)");
-  if (u->scheme != "nats") return bad("scheme must be nats://");
+  if (!u.ok()) return bad("not a URI (want nats://HOST:PORT?stream=S&durable=D)): " + u.status().message());
+  if (u->scheme != "nats" && u->scheme != "tls") return bad("scheme must be nats:// or tls://");
   std::string_view rest = u->body;
   if (rest.substr(0, 2) != "//") return bad("want nats://HOST:PORT?stream=S&durable=D");
   rest.remove_prefix(2);
   Options o;
-  if (Status s = take_userinfo(rest, o); !s.ok()) return s;
+  if (Status s = take_userinfo(rest, *u, o); !s.ok()) return s;
   if (!rest.empty() && rest.back() == '/') rest.remove_suffix(1);
   if (rest.find('/') != std::string_view::npos) return bad("no path after HOST:PORT (name the stream with ?stream=)");
   if (Status s = take_host_port(rest, o); !s.ok()) return s;
   if (Status s = take_params(*u, o); !s.ok()) return s;
+  auto tls = parse_tls(*u, u->scheme == "tls");
+  if (!tls.ok()) return bad(tls.status().message());
+  o.tls = std::move(tls).value();
   return o;
 }
 

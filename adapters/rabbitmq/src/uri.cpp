@@ -58,7 +58,13 @@ Status take_host_port(std::string_view hostport, Options& o) {
 }
 
 Status take_params(const StoreUri& u, Options& o) {
-  if (Status s = u.check_params({"queue", "queue_type", "dlq", "prefetch", "connect_timeout_ms"}); !s.ok()) return s;
+  if (Status s = u.check_params({"queue", "queue_type", "dlq", "prefetch", "connect_timeout_ms", "password"}); !s.ok())
+    return s;
+  if (auto p = u.param("password")) {
+    if (!o.password.empty()) return bad("the password is given twice (in the user part and as a parameter)");
+    if (o.user.empty()) return bad("a password parameter needs USER@ before the host");
+    o.password = *p;
+  }
   if (auto q = u.param("queue")) o.queue = *q;
   if (o.queue.empty()) return bad("needs ?queue=NAME");
   if (auto t = u.param("queue_type")) o.queue_type = *t;
@@ -82,7 +88,7 @@ StatusOr<Options> parse_uri_unscrubbed(std::string_view uri) {
   const auto q = uri.find('?');
   // The parameters only: the rest is split here, before any decoding.
   auto u = StoreUri::parse("amqp:" + std::string(q == std::string_view::npos ? "" : uri.substr(q)));
-  if (!u.ok()) return bad("malformed parameters");
+  if (!u.ok()) return bad("malformed parameters: " + u.status().message());
   std::string_view rest =
       uri.substr(kScheme.size(), q == std::string_view::npos ? std::string_view::npos : q - kScheme.size());
   Options o;

@@ -9,16 +9,11 @@ Status bad(const std::string& what) { return invalid_argument("redis-stream URI:
 
 // Reads "[[USER:]PASSWORD@]" off the front of `rest` into o: without a ':' the whole
 // user part is the password, as redis-cli -u reads it.
-Status take_userinfo(std::string_view& rest, Options& o) {
-  auto u = idem::take_userinfo(&rest);
-  if (!u) return ok_status();
-  if (u->password) {
-    o.user = std::move(u->user);
-    o.password = std::move(*u->password);
-  } else {
-    o.password = std::move(u->user);
-  }
-  if (o.password.empty()) return bad("empty password");
+Status take_userinfo(std::string_view& rest, const StoreUri& uri, Options& o) {
+  auto c = credentials(idem::take_userinfo(&rest), uri, /*lone_is_password=*/true);
+  if (!c.ok()) return bad(c.status().message());
+  o.user = std::move(c->user);
+  o.password = c->password.value_or("");
   return ok_status();
 }
 
@@ -31,7 +26,8 @@ Status take_host_port(std::string_view hostport, Options& o) {
 }
 
 Status take_params(const StoreUri& u, Options& o) {
-  if (Status s = u.check_params({"group", "consumer", "db", "dlq", "connect_timeout_ms", "claim_every_ms"}); !s.ok()) {
+  if (Status s = u.check_params({"group", "consumer", "db", "dlq", "connect_timeout_ms", "claim_every_ms", "password"});
+      !s.ok()) {
     return s;
   }
   if (auto g = u.param("group")) o.group = *g;
@@ -54,13 +50,13 @@ Status take_params(const StoreUri& u, Options& o) {
 // parse_uri() before its errors lose the URI's password.
 StatusOr<Options> parse_uri_unscrubbed(std::string_view uri) {
   auto u = StoreUri::parse(uri);
-  if (!u.ok()) return bad("not a URI (want redis-stream://HOST:PORT/STREAM?group=G)");
+  if (!u.ok()) return bad("not a URI (want redis-stream://HOST:PORT/STREAM?group=G)): " + u.status().message());
   if (u->scheme != "redis-stream") return bad("scheme must be redis-stream://");
   std::string_view rest = u->body;
   if (rest.substr(0, 2) != "//") return bad("want redis-stream://HOST:PORT/STREAM?group=G");
   rest.remove_prefix(2);
   Options o;
-  if (Status s = take_userinfo(rest, o); !s.ok()) return s;
+  if (Status s = take_userinfo(rest, *u, o); !s.ok()) return s;
   const auto slash = rest.find('/');
   if (slash == std::string_view::npos || slash + 1 == rest.size()) return bad("no /STREAM after HOST:PORT");
   if (Status s = take_host_port(rest.substr(0, slash), o); !s.ok()) return s;

@@ -105,27 +105,29 @@ StatusOr<Endpoint> parse_endpoint(std::string_view s) {
   return e;
 }
 
+// Reads "[[USER:]PASSWORD@]" off the front of `*body` into o: without a ':' the whole
+// user part is the password (redis://password@host, as redis-cli -u reads it).
+Status take_credentials(std::string_view* body, const StoreUri& u, Options& o) {
+  auto c = credentials(take_userinfo(body), u, /*lone_is_password=*/true);
+  if (!c.ok()) return invalid_argument("redis URI: " + c.status().message());
+  o.user = std::move(c->user);
+  o.password = c->password.value_or("");
+  return ok_status();
+}
+
 }  // namespace
 
 StatusOr<Options> parse_uri(const StoreUri& u) {
   if (u.scheme != "redis") return invalid_argument("redis URI: scheme must be redis://, got \"" + u.scheme + ":\"");
   if (Status s = u.check_params({"prefix", "cluster", "connect_timeout_ms", "command_timeout_ms", "wait_replicas",
-                                 "wait_timeout_ms", "pool_max_idle", "expiry_slack_ms"});
+                                 "wait_timeout_ms", "pool_max_idle", "expiry_slack_ms", "password"});
       !s.ok())
     return s;
   std::string_view body = u.body;
   if (body.substr(0, 2) != "//") return invalid_argument("redis URI: expected redis://HOST:PORT");
   body.remove_prefix(2);
   Options o;
-  if (auto info = take_userinfo(&body)) {
-    if (info->password) {
-      o.user = std::move(info->user);
-      o.password = std::move(*info->password);
-    } else {
-      o.password = std::move(info->user);  // redis://password@host (as redis-cli -u)
-    }
-    if (o.password.empty()) return invalid_argument("redis URI: empty password");
-  }
+  if (Status s = take_credentials(&body, u, o); !s.ok()) return s;
   std::string_view hosts = body;
   if (const auto slash = body.find('/'); slash != std::string_view::npos) {
     hosts = body.substr(0, slash);

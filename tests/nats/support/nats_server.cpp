@@ -26,6 +26,13 @@ class Client {
     const std::string url = "nats://" + c.address + ":" + std::to_string(s.port());
     natsOptions_SetURL(o, url.c_str());
     if (!c.user.empty()) natsOptions_SetUserInfo(o, c.user.c_str(), c.password.c_str());
+    if (!c.token.empty()) natsOptions_SetToken(o, c.token.c_str());
+    if (!c.tls_cert.empty()) {  // as a client of its own CA, with the server's certificate
+      natsOptions_SetSecure(o, true);
+      natsOptions_LoadCATrustedCertificates(o, c.tls_ca.empty() ? c.tls_cert.c_str() : c.tls_ca.c_str());
+      if (c.tls_ca.empty()) natsOptions_SkipServerVerification(o, true);
+      if (c.tls_verify) natsOptions_LoadCertificatesChain(o, c.tls_cert.c_str(), c.tls_key.c_str());
+    }
     natsOptions_SetTimeout(o, 500);
     natsOptions_SetAllowReconnect(o, false);
     status_ = natsConnection_Connect(&nc_, o);
@@ -85,6 +92,9 @@ Status NatsServer::launch() {
                                    "-sd",         (dir_ / "js").string(),
                                    "-l",          (dir_ / "nats.log").string()};
   if (!config_.user.empty()) argv.insert(argv.end(), {"--user", config_.user, "--pass", config_.password});
+  if (!config_.token.empty()) argv.insert(argv.end(), {"--auth", config_.token});
+  if (!config_.tls_cert.empty()) argv.insert(argv.end(), {"--tls", "--tlscert", config_.tls_cert, "--tlskey", config_.tls_key});
+  if (config_.tls_verify) argv.insert(argv.end(), {"--tlsverify", "--tlscacert", config_.tls_ca});
   pid_ = spawn(argv, dir_ / "stdout.log");
   if (pid_ < 0) return unavailable("fork failed");
   Status s = wait_ready(10'000);

@@ -21,6 +21,11 @@ namespace idem::nats_test {
 struct ServerConfig {
   std::string user;      // --user; empty: no authentication
   std::string password;  // --pass
+  std::string token;     // --auth; empty: none
+  // TLS only (--tls): the server's certificate and key, and with tls_verify the CA a
+  // client's certificate must chain to (--tlsverify: a client without one is refused).
+  std::string tls_cert, tls_key, tls_ca;
+  bool tls_verify = false;
   // The one address it listens on (nats-server takes one): 127.0.0.1, or a partition
   // test's Host::here(), which this namespace reaches too.
   std::string address = "127.0.0.1";

@@ -36,6 +36,7 @@
 #include <string>
 #include <string_view>
 
+#include "idem/backend/tls_options.hpp"
 #include "idem/clock.hpp"
 #include "idem/publisher.hpp"
 #include "idem/source.hpp"
@@ -52,6 +53,15 @@ struct Options {
   std::uint16_t port = 4222;
   std::string user;      // empty: no user/password authentication
   std::string password;  // with user. Never logged or printed.
+  std::string token;     // an authentication token; empty: none. Never logged or printed.
+  // An NKey user: its public key ("U…") and the file holding its seed, which nats.c
+  // reads to sign the server's nonce (the seed never passes through idem).
+  std::string nkey;
+  std::string nkey_seed_file;
+  // A credentials file (a user JWT and its seed, as `nsc` writes it) for a server in
+  // operator mode; read by nats.c.
+  std::string credentials_file;
+  TlsOptions tls;        // idem/backend/tls_options.hpp
   std::string stream;    // REQUIRED: the JetStream stream
   std::string durable;   // REQUIRED for open(): the durable consumer's name (no '.', '*', '>')
   // The subject: the consumer's filter and where the publisher publishes. Empty
@@ -74,9 +84,12 @@ struct Options {
 };
 
 // Parses "nats://[USER:PASSWORD@]HOST:PORT?stream=S[&durable=D][&subject=SUBJ]
-// [&dlq=SUBJECT][&dlq_stream=NAME][&max_ack_pending=N][&connect_timeout_ms=N]" (the
-// durable may be left out for a Publisher). Errors (kInvalidArgument) never contain the
-// password.
+// [&dlq=SUBJECT][&dlq_stream=NAME][&max_ack_pending=N][&connect_timeout_ms=N]
+// [&token=T][&nkey=PUBLIC&nkey_seed_file=PATH][&creds=PATH][&tls…]" (the durable may
+// be left out for a Publisher); "tls://" is nats:// with TLS. The password and the
+// token may be given by file or environment (password_file=, token_env=, …), the TLS
+// parameters are tls_options.hpp's. At most one of a password, a token, an NKey and
+// a credentials file. Errors (kInvalidArgument) never contain a secret.
 StatusOr<Options> parse_uri(std::string_view uri);
 
 // Connects and declares the streams and the durable consumer as described above, then
