@@ -81,6 +81,8 @@ StatusOr<Options> parse_uri_unscrubbed(std::string_view uri) {
   if (Status s = take_params(*u, o); !s.ok()) return s;
   auto tls = parse_tls(*u, u->scheme == "tls");
   if (!tls.ok()) return bad(tls.status().message());
+  if (!tls->key_password.empty())
+    return bad("nats.c reads only an unencrypted tls_key; give one readable by idem's user alone");
   o.tls = std::move(tls).value();
   return o;
 }
