@@ -69,6 +69,8 @@ std::optional<TlsFiles> make_tls_files(const std::filesystem::path& dir, std::st
                 (dir / "client-encrypted.key").string(), "-passout", std::string("pass:") + kClientKeyPassword},
                error))
     return std::nullopt;
+  for (const char* key : {"ca.key", "other-ca.key", "server.key", "client.key", "client-encrypted.key"})
+    std::filesystem::permissions(dir / key, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
   const auto at = [&](const char* name) { return (dir / name).string(); };
   return TlsFiles{at("ca.pem"),     at("server.pem"), at("server.key"), at("wrong-host.pem"),
                   at("client.pem"), at("client.key"), at("client-encrypted.key"), at("other-ca.pem")};

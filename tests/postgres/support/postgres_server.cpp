@@ -94,14 +94,56 @@ StatusOr<std::unique_ptr<PostgresServer>> PostgresServer::start(ServerConfig con
     std::ofstream(s->dir_ / "data" / "pg_hba.conf", std::ios::app)
         << "host all all " << config.also_listen << "/24 trust\n";
   }
+  if (!config.tls_cert.empty()) {
+    if (Status t = s->configure_tls(); !t.ok()) return t;
+  }
   Status last = unavailable("no free port");
   for (int attempt = 0; attempt < 5; ++attempt) {
     s->port_ = test_support::free_port();
     if (s->port_ == 0) continue;
     last = s->launch();
+    if (last.ok() && !config.tls_cert.empty()) {
+      last = s->create_tls_users();
+      if (!last.ok()) s->kill();
+    }
     if (last.ok()) return s;
   }
   return last;
+}
+
+// Over the socket (trusted): user idem's password and the certificate user.
+Status PostgresServer::create_tls_users() {
+  const std::string sql = std::string("ALTER ROLE idem PASSWORD '") + kTlsPassword +
+                          "'; CREATE ROLE \"idem-client\" LOGIN SUPERUSER;";
+  const pid_t psql = spawn({(kBin / "psql").string(), "-q", "-h", sock_.string(), "-p", std::to_string(port_), "-U",
+                            "idem", "-d", "postgres", "-v", "ON_ERROR_STOP=1", "-c", sql},
+                           dir_ / "psql.log");
+  if (psql < 0 || wait_exit(psql) != 0)
+    return unavailable("psql failed (see " + (dir_ / "psql.log").string() + ")");
+  return ok_status();
+}
+
+// The server's certificate, key and CA in the data folder (the key private to the
+// server's user, as postgres demands), ssl=on, and pg_hba.conf for TLS only.
+Status PostgresServer::configure_tls() {
+  const fs::path data = dir_ / "data";
+  std::error_code ec;
+  for (const auto& [from, to] : {std::pair{config_.tls_cert, "server.crt"}, std::pair{config_.tls_key, "server.key"},
+                                 std::pair{config_.tls_ca, "root.crt"}}) {
+    if (!fs::copy_file(from, data / to, fs::copy_options::overwrite_existing, ec))
+      return unavailable("cannot copy " + from + ": " + ec.message());
+    own(data / to);
+  }
+  fs::permissions(data / "server.key", fs::perms::owner_read | fs::perms::owner_write, ec);
+  std::ofstream(data / "postgresql.auto.conf", std::ios::app)
+      << "ssl = on\nssl_cert_file = 'server.crt'\nssl_key_file = 'server.key'\nssl_ca_file = 'root.crt'\n"
+      << "password_encryption = 'scram-sha-256'\n";
+  std::ofstream(data / "pg_hba.conf", std::ios::trunc)
+      << "local all all trust\n"
+      << "hostssl all idem 127.0.0.1/32 scram-sha-256\n"
+      << "hostssl all idem-client 127.0.0.1/32 cert clientcert=verify-full\n"
+      << "hostnossl all all 127.0.0.1/32 reject\n";
+  return ok_status();
 }
 
 Status PostgresServer::launch() {

@@ -25,7 +25,14 @@ struct ServerConfig {
   // One more address to listen on beside 127.0.0.1 (a partition test's link,
   // support/netns.hpp), trusting clients of its /24. Empty: none.
   std::string also_listen;
+  // TLS only on 127.0.0.1 (ssl=on with this certificate and key, copied into the data
+  // folder): user "idem" by password (kTlsPassword), user "idem-client" by a client
+  // certificate chained to tls_ca whose CN is its name; plaintext TCP is rejected (the
+  // socket stays trusted). Empty: no TLS, every TCP client of 127.0.0.1 trusted.
+  std::string tls_cert, tls_key, tls_ca;
 };
+
+inline constexpr char kTlsPassword[] = "pg-tls-hunter2";
 
 class PostgresServer {
  public:
@@ -49,6 +56,8 @@ class PostgresServer {
 
  private:
   PostgresServer() = default;
+  Status configure_tls();
+  Status create_tls_users();
   Status launch();
 
   ServerConfig config_;
