@@ -46,7 +46,7 @@ StatusOr<std::unique_ptr<MessageSource>> open_source(std::string_view uri, const
   }
 #endif
 #ifdef IDEM_WITH_RABBITMQ
-  if (has_scheme(uri, "amqp")) {
+  if (has_scheme(uri, "amqp") || has_scheme(uri, "amqps")) {
     auto o = rabbitmq::parse_uri(uri);
     if (!o.ok()) return o.status();
     return rabbitmq::open(*std::move(o));
@@ -90,7 +90,7 @@ StatusOr<std::unique_ptr<Publisher>> open_publisher(const std::string& uri) {
   }
 #endif
 #ifdef IDEM_WITH_RABBITMQ
-  if (has_scheme(uri, "amqp")) {
+  if (has_scheme(uri, "amqp") || has_scheme(uri, "amqps")) {
     auto o = rabbitmq::parse_uri(uri);
     if (!o.ok()) return o.status();
     return rabbitmq::open_publisher(*o);
@@ -128,7 +128,7 @@ Status remove_destination(std::string_view uri) {
   }
 #endif
 #ifdef IDEM_WITH_RABBITMQ
-  if (has_scheme(uri, "amqp")) {
+  if (has_scheme(uri, "amqp") || has_scheme(uri, "amqps")) {
     auto o = rabbitmq::parse_uri(uri);
     return o.ok() ? rabbitmq::remove(*o) : o.status();
   }
@@ -189,6 +189,7 @@ std::string broker_uri_forms() {
 #endif
 #ifdef IDEM_WITH_RABBITMQ
   help += "  amqp://USER:PASSWORD@HOST:PORT/VHOST?queue=Q[&queue_type=quorum][&prefetch=N]  (%2F: vhost /)\n";
+  help += "  amqps://USER:PASSWORD@HOST:PORT/VHOST?queue=Q[&…]  (amqp:// over TLS)\n";
 #endif
 #ifdef IDEM_WITH_NATS
   help += "  nats://[USER:PASSWORD@]HOST:PORT?stream=S&durable=D[&subject=SUBJ][&dlq=SUBJ][&max_ack_pending=N]\n";

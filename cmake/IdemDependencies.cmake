@@ -63,6 +63,7 @@ endif()
 # <rabbitmq-c/amqp.h>).
 if(IDEM_WITH_RABBITMQ)
   idem_find_library(rabbitmq librabbitmq amqp.h rabbitmq)
+  find_dependency(OpenSSL)  # its TLS context, to verify an IP address and load the system's CAs
 endif()
 
 # nats.c (libnats-dev 3.4). Include as <nats/nats.h>.

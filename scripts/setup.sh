@@ -13,7 +13,7 @@ IDEM_PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   librocksdb-dev libbloom-dev libhiredis-dev redis-server redis-tools
   libyaml-cpp-dev
-  librabbitmq-dev rabbitmq-server
+  librabbitmq-dev rabbitmq-server libssl-dev openssl
   libnats-dev nats-server
   librdkafka-dev openjdk-17-jre-headless maven
   libboost-dev

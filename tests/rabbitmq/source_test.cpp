@@ -360,8 +360,14 @@ TEST(QueueSourceUri, ParsesEveryPartAndNeverEchoesThePassword) {
   EXPECT_EQ(d->port, 5672);
   EXPECT_EQ(d->vhost, "prod");
   EXPECT_EQ(d->user, "guest");
+  EXPECT_FALSE(d->tls.enabled);
+  auto t = parse_uri("amqps://h/prod?queue=q&tls_insecure=1");
+  ASSERT_TRUE(t.ok()) << t.status().to_string();
+  EXPECT_EQ(t->port, 5671) << "AMQP over TLS's port";
+  EXPECT_TRUE(t->tls.enabled);
+  EXPECT_TRUE(t->tls.insecure);
   for (const char* bad :
-       {"amqp://u:s3cret@h:99999/%2F?queue=q", "amqp://u:s3cret@h:5672/%2F", "amqps://u:s3cret@h:5672/%2F?queue=q",
+       {"amqp://u:s3cret@h:99999/%2F?queue=q", "amqp://u:s3cret@h:5672/%2F", "amqps://u:s3cret@h/%2F?queue=q&tls=0",
         "amqp://u:s3cret@h:5672/%2F?queue=q&nope=1", "amqp://u:s3cret@h:5672/%2F?queue=q&queue_type=stream",
         "amqp://u:s3cret@h:5672/%zz?queue=q"}) {
     auto r = parse_uri(bad);

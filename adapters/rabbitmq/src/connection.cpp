@@ -1,6 +1,10 @@
 #include "connection.hpp"
 
+#include <amqp_ssl_socket.h>
 #include <amqp_tcp_socket.h>
+#include <arpa/inet.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 #include <sys/time.h>
 
 #include <cinttypes>
@@ -26,6 +30,39 @@ amqp_table_entry_t string_entry(const std::string& key, const std::string& value
   e.value.kind = AMQP_FIELD_KIND_UTF8;
   e.value.value.bytes = bytes(value);
   return e;
+}
+
+bool is_ip_address(const std::string& host) {
+  unsigned char buf[sizeof(in6_addr)];
+  return ::inet_pton(AF_INET, host.c_str(), buf) == 1 || ::inet_pton(AF_INET6, host.c_str(), buf) == 1;
+}
+
+// A TLS socket as o.tls asks. rabbitmq-c checks a host name against DNS names only and
+// loads no CA by itself, so the name (or IP address) goes to OpenSSL's own check on
+// the socket's context, and without tls_ca the context gets the system's trust store.
+StatusOr<amqp_socket_t*> tls_socket(amqp_connection_state_t c, const Options& o, const std::string& where) {
+  const TlsOptions& t = o.tls;
+  amqp_socket_t* socket = amqp_ssl_socket_new(c);
+  if (socket == nullptr) return unavailable("amqp: cannot connect to " + where + ": no TLS socket");
+  auto* ctx = static_cast<SSL_CTX*>(amqp_ssl_socket_get_context(socket));
+  const auto refuse = [&](const std::string& what) { return invalid_argument("amqp: " + what + " for " + where); };
+  if (!t.ca_file.empty() && amqp_ssl_socket_set_cacert(socket, t.ca_file.c_str()) != AMQP_STATUS_OK)
+    return refuse("cannot load tls_ca");
+  if (t.ca_file.empty() && SSL_CTX_set_default_verify_paths(ctx) != 1) return refuse("cannot load the system's CAs");
+  // Always a password (maybe empty): without one OpenSSL asks the terminal for it.
+  amqp_ssl_socket_set_key_passwd(socket, t.key_password.c_str());
+  if (!t.cert_file.empty() &&
+      amqp_ssl_socket_set_key(socket, t.cert_file.c_str(), t.key_file.c_str()) != AMQP_STATUS_OK)
+    return refuse("cannot load tls_cert and tls_key (or the key's password is wrong)");
+  amqp_ssl_socket_set_verify_peer(socket, t.insecure ? 0 : 1);
+  amqp_ssl_socket_set_verify_hostname(socket, 0);  // OpenSSL checks it, below
+  if (!t.insecure) {
+    X509_VERIFY_PARAM* param = SSL_CTX_get0_param(ctx);
+    const int set = is_ip_address(o.host) ? X509_VERIFY_PARAM_set1_ip_asc(param, o.host.c_str())
+                                          : X509_VERIFY_PARAM_set1_host(param, o.host.c_str(), 0);
+    if (set != 1) return refuse("cannot check the server's name");
+  }
+  return socket;
 }
 
 }  // namespace
@@ -94,11 +131,23 @@ StatusOr<std::unique_ptr<Connection>> Connection::open(const Options& o) {
   if (c == nullptr) return unavailable("amqp: cannot connect to " + where + ": out of memory");
   std::unique_ptr<Connection> conn(new Connection(c, where));
   conn->broken_ = true;  // until logged in: the destructor must not send close
-  amqp_socket_t* socket = amqp_tcp_socket_new(c);
+  amqp_socket_t* socket = nullptr;
+  if (o.tls.enabled) {
+    auto s = tls_socket(c, o, where);
+    if (!s.ok()) return s.status();
+    socket = *s;
+  } else {
+    socket = amqp_tcp_socket_new(c);
+  }
   if (socket == nullptr) return unavailable("amqp: cannot connect to " + where + ": no socket");
   timeval tv = to_timeval(o.connect_timeout);
   if (int s = amqp_socket_open_noblock(socket, o.host.c_str(), o.port, &tv); s != AMQP_STATUS_OK) {
-    return unavailable("amqp: cannot connect to " + where + ": " + amqp_error_string2(s));
+    const std::string why = "amqp: cannot connect to " + where + ": " + amqp_error_string2(s);
+    // A handshake the certificate failed is a refusal, not an outage.
+    if (s == AMQP_STATUS_SSL_ERROR || s == AMQP_STATUS_SSL_HOSTNAME_VERIFY_FAILED ||
+        s == AMQP_STATUS_SSL_PEER_VERIFY_FAILED || s == AMQP_STATUS_SSL_CONNECTION_FAILED)
+      return failed_precondition(why);
+    return unavailable(why);
   }
   if (Status s = conn->login(o); !s.ok()) return s;
   conn->broken_ = false;

@@ -1,5 +1,6 @@
-// amqp://[USER[:PASSWORD]@]HOST[:PORT][/VHOST]?queue=Q&… → Options.
+// amqp[s]://[USER[:PASSWORD]@]HOST[:PORT][/VHOST]?queue=Q&… → Options.
 #include "idem/backend/store_uri.hpp"
+#include "idem/backend/tls_options.hpp"
 #include "idem/rabbitmq_source.hpp"
 
 namespace idem::rabbitmq {
@@ -58,7 +59,9 @@ Status take_host_port(std::string_view hostport, Options& o) {
 }
 
 Status take_params(const StoreUri& u, Options& o) {
-  if (Status s = u.check_params({"queue", "queue_type", "dlq", "prefetch", "connect_timeout_ms", "password"}); !s.ok())
+  if (Status s = u.check_params({"queue", "queue_type", "dlq", "prefetch", "connect_timeout_ms", "password"},
+                                kTlsParams);
+      !s.ok())
     return s;
   if (auto p = u.param("password")) {
     if (!o.password.empty()) return bad("the password is given twice (in the user part and as a parameter)");
@@ -83,8 +86,9 @@ Status take_params(const StoreUri& u, Options& o) {
 
 // parse_uri() before its errors lose the URI's password.
 StatusOr<Options> parse_uri_unscrubbed(std::string_view uri) {
-  constexpr std::string_view kScheme = "amqp://";
-  if (uri.substr(0, kScheme.size()) != kScheme) return bad("want amqp://USER:PASSWORD@HOST:PORT/VHOST?queue=Q");
+  const bool tls_scheme = uri.starts_with("amqps://");
+  const std::string_view kScheme = tls_scheme ? "amqps://" : "amqp://";
+  if (!uri.starts_with(kScheme)) return bad("want amqp://USER:PASSWORD@HOST:PORT/VHOST?queue=Q (or amqps://)");
   const auto q = uri.find('?');
   // The parameters only: the rest is split here, before any decoding.
   auto u = StoreUri::parse("amqp:" + std::string(q == std::string_view::npos ? "" : uri.substr(q)));
@@ -92,6 +96,7 @@ StatusOr<Options> parse_uri_unscrubbed(std::string_view uri) {
   std::string_view rest =
       uri.substr(kScheme.size(), q == std::string_view::npos ? std::string_view::npos : q - kScheme.size());
   Options o;
+  o.port = 0;  // until the URI gives one
   if (Status s = take_userinfo(rest, o); !s.ok()) return s;
   const auto slash = rest.find('/');
   if (Status s = take_host_port(rest.substr(0, slash), o); !s.ok()) return s;
@@ -99,6 +104,10 @@ StatusOr<Options> parse_uri_unscrubbed(std::string_view uri) {
     if (!decode(rest.substr(slash + 1), &o.vhost)) return bad("bad %-escape in the vhost");
   }
   if (Status s = take_params(*u, o); !s.ok()) return s;
+  auto tls = parse_tls(*u, tls_scheme);
+  if (!tls.ok()) return bad(tls.status().message());
+  o.tls = std::move(tls).value();
+  if (o.port == 0) o.port = o.tls.enabled ? 5671 : 5672;
   return o;
 }
 

@@ -91,7 +91,12 @@ StatusOr<std::unique_ptr<RabbitServer>> RabbitServer::start(std::string address,
   fs::remove_all(s->dir_);
   fs::create_directories(s->dir_ / "home");
   std::ofstream(s->dir_ / "enabled_plugins") << "[].\n";
-  if (s->address_ != "127.0.0.1") std::ofstream(s->dir_ / "rabbitmq.conf") << "loopback_users = none\n";
+  if (s->address_ == "127.0.0.1") {
+    std::string error;
+    auto files = test_support::make_tls_files(s->dir_ / "tls", &error);
+    if (!files) return unavailable(error);
+    s->tls_ = std::move(*files);
+  }
   std::ofstream advanced(s->dir_ / "advanced.config");
   if (consumer_timeout.count() > 0) {
     // The channel checks its consumers' deliveries every channel_tick_interval (one
@@ -107,6 +112,7 @@ StatusOr<std::unique_ptr<RabbitServer>> RabbitServer::start(std::string address,
     s->port_ = free_port();
     s->dist_port_ = free_port();
     s->epmd_port_ = free_port();
+    s->tls_port_ = s->address_ == "127.0.0.1" ? free_port() : 0;
     if (s->port_ == 0 || s->dist_port_ == 0 || s->epmd_port_ == 0 || s->port_ == s->dist_port_) continue;
     reap(s->epmd_pid_, SIGKILL);
     if (last = s->start_epmd(); !last.ok()) continue;
@@ -150,7 +156,19 @@ Status RabbitServer::start_epmd() {
   return unavailable("epmd did not listen on port " + std::to_string(epmd_port_));
 }
 
+// rabbitmq.conf: guest from any address off 127.0.0.1, and the TLS listeners on it.
+void RabbitServer::write_config() const {
+  std::ofstream conf(dir_ / "rabbitmq.conf");
+  if (address_ != "127.0.0.1") conf << "loopback_users = none\n";
+  if (tls_port_ == 0) return;
+  conf << "listeners.ssl.1 = 127.0.0.1:" << tls_port_ << "\nlisteners.ssl.2 = 127.0.0.2:" << tls_port_ << "\n"
+       << "ssl_options.cacertfile = " << tls_.ca << "\nssl_options.certfile = " << tls_.server_cert << "\n"
+       << "ssl_options.keyfile = " << tls_.server_key << "\nssl_options.verify = verify_peer\n"
+       << "ssl_options.fail_if_no_peer_cert = false\n";
+}
+
 Status RabbitServer::launch() {
+  write_config();
   const std::string d = dir_.string();
   // RABBITMQ_ALLOW_INPUT makes the start script exec the VM (the PID is the node's own);
   // -noinput keeps it from reading stdin.

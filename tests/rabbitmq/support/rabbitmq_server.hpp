@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "idem/status.hpp"
+#include "support/tls_files.hpp"
 
 namespace idem::rabbitmq_test {
 
@@ -31,7 +32,10 @@ class RabbitServer {
  public:
   // Starts epmd and the node, listening for AMQP on `address` (127.0.0.1, or a
   // partition test's Host::here(), which this namespace reaches too; guest may then log
-  // in from any address), and waits until an AMQP login as guest succeeds. A
+  // in from any address), and waits until an AMQP login as guest succeeds. On
+  // 127.0.0.1 the node also takes AMQP over TLS on tls_port(), at 127.0.0.1 and at
+  // 127.0.0.2 (an address its certificate does not name), with tls()'s server
+  // certificate; a client certificate is verified when one is sent, not required. A
   // consumer_timeout above 0 is the node's delivery acknowledgement timeout, checked
   // every quarter of it.
   static StatusOr<std::unique_ptr<RabbitServer>> start(
@@ -44,6 +48,8 @@ class RabbitServer {
   RabbitServer& operator=(const RabbitServer&) = delete;
 
   std::uint16_t port() const { return port_; }
+  std::uint16_t tls_port() const { return tls_port_; }  // 0 when not on 127.0.0.1
+  const test_support::TlsFiles& tls() const { return tls_; }
   const std::string& node() const { return node_; }
   // "amqp://guest:guest@ADDRESS:PORT/%2F?queue=QUEUE".
   std::string uri(const std::string& queue) const;
@@ -63,13 +69,15 @@ class RabbitServer {
  private:
   RabbitServer() = default;
   Status start_epmd();
+  void write_config() const;
   Status launch();
   Status wait_ready(int timeout_ms);
 
   std::filesystem::path dir_;
   std::string address_;
   std::string node_;
-  std::uint16_t port_ = 0, dist_port_ = 0, epmd_port_ = 0;
+  std::uint16_t port_ = 0, dist_port_ = 0, epmd_port_ = 0, tls_port_ = 0;
+  test_support::TlsFiles tls_;
   pid_t pid_ = -1, epmd_pid_ = -1;
 };
 

@@ -35,6 +35,7 @@
 #include <string>
 #include <string_view>
 
+#include "idem/backend/tls_options.hpp"
 #include "idem/clock.hpp"
 #include "idem/publisher.hpp"
 #include "idem/source.hpp"
@@ -61,7 +62,8 @@ struct Options {
   std::string dead_letter_queue;  // empty (default): "<queue>.dlq"
   // basic.qos prefetch count; 0 (default): the `max` of the first fetch (at most 65535).
   std::uint16_t prefetch = 0;
-  Duration connect_timeout{2000};  // ms; TCP connect and login; default 2 s
+  TlsOptions tls;                  // idem/backend/tls_options.hpp; on for amqps://
+  Duration connect_timeout{2000};  // ms; TCP connect, TLS handshake and login; default 2 s
   Duration command_timeout{5000};  // ms; each request the broker answers; default 5 s
 
   std::shared_ptr<Clock> clock;            // null: the system clock
@@ -69,10 +71,12 @@ struct Options {
 };
 
 // Parses "amqp://[USER[:PASSWORD]@]HOST[:PORT][/VHOST]?queue=Q[&queue_type=classic|quorum]
-// [&dlq=NAME][&prefetch=N][&connect_timeout_ms=N]". USER, PASSWORD and VHOST are
-// percent-decoded ("%2F" is the default vhost "/", also taken when VHOST is absent or
-// empty); the port defaults to 5672; the queue is required. Errors (kInvalidArgument)
-// never contain the password.
+// [&dlq=NAME][&prefetch=N][&connect_timeout_ms=N][&password_file=PATH]", or the same
+// with "amqps://" for TLS (the parameters of tls_options.hpp; the server's certificate
+// verified against the CA or the system's trust store and the host, a DNS name or an
+// IP address). USER, PASSWORD and VHOST are percent-decoded ("%2F" is the default vhost
+// "/", also taken when VHOST is absent or empty); the port defaults to 5672, 5671 over
+// TLS; the queue is required. Errors (kInvalidArgument) never contain the password.
 StatusOr<Options> parse_uri(std::string_view uri);
 
 // Connects, logs in, declares the queues when absent. Consuming starts at the first
