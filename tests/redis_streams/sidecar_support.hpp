@@ -23,6 +23,7 @@
 #include "support/consume_kills.hpp"
 #include "support/redis_server.hpp"
 #include "support/temp_dir.hpp"
+#include "support/tls_files.hpp"
 
 namespace idem::sidecar_test {
 

@@ -134,6 +134,87 @@ TEST_F(PythonSidecar, ServesMetricsAndHealthWhileItRuns) {
   EXPECT_EQ(wait_exit(pid, 30s), 0) << read_text(dir_.sub("consume.log"));
 }
 
+// examples/sidecar/handler.py behind TLS, with the server certificate of tls_files.
+class HttpsSidecar : public SidecarBase {
+ protected:
+  void SetUp() override {
+    auto s = RedisServer::start({});
+    ASSERT_TRUE(s.ok()) << s.status().to_string();
+    server_ = std::move(s).value();
+    std::string error;
+    auto files = test_support::make_tls_files(dir_.sub("tls"), &error);
+    ASSERT_TRUE(files.has_value()) << error;
+    tls_ = *files;
+    const std::string script = dir_.sub("https_handler.py");
+    std::ofstream(script) << (
+        "import importlib.util, ssl, sys\n"
+        "from http.server import ThreadingHTTPServer\n"
+        "spec = importlib.util.spec_from_file_location('handler', '" IDEM_SIDECAR_EXAMPLES "/handler.py')\n"
+        "handler = importlib.util.module_from_spec(spec)\n"
+        "spec.loader.exec_module(handler)\n"
+        "server = ThreadingHTTPServer(('127.0.0.1', 0), handler.Handler)\n"
+        "server.log = sys.argv[1]\n"
+        "context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)\n"
+        "context.load_cert_chain(sys.argv[2], sys.argv[3])\n"
+        "server.socket = context.wrap_socket(server.socket, server_side=True)\n"
+        "print(f'PORT={server.server_address[1]}', flush=True)\n"
+        "server.serve_forever()\n");
+    const std::string out = dir_.sub("handler.out");
+    pid_ = test_support::spawn({"python3", script, dir_.sub("calls.log"), tls_.server_cert, tls_.server_key}, out);
+    for (int i = 0; i < 200 && port_.empty(); ++i) {
+      const std::string text = read_text(out);
+      if (const auto at = text.find("PORT="); at != std::string::npos && text.find('\n', at) != std::string::npos)
+        port_ = text.substr(at + 5, text.find('\n', at) - at - 5);
+      std::this_thread::sleep_for(50ms);
+    }
+    ASSERT_FALSE(port_.empty()) << read_text(out);
+  }
+  void TearDown() override { test_support::reap(pid_, SIGTERM); }
+
+  std::string url(const std::string& host = "127.0.0.1") const { return "https://" + host + ":" + port_ + "/orders"; }
+  // idem consume with the handler at url and `more`; its exit status and output.
+  std::pair<int, std::string> run(const std::string& handler_url, const std::vector<std::string>& more) {
+    std::vector<std::string> args{"consume",   "--source",   stream() + "?group=g", "--store", "sqlite:" + dir_.sub("db"),
+                                  "--handler", handler_url, "--idle-exit-ms",      "1500"};
+    args.insert(args.end(), more.begin(), more.end());
+    const std::string out = dir_.sub("consume.log");
+    std::remove(out.c_str());
+    const int rc = wait_exit(spawn_idem(args, out), 60s);
+    return {rc, read_text(out)};
+  }
+
+  test_support::TlsFiles tls_;
+  pid_t pid_ = -1;
+  std::string port_;
+};
+
+// An https:// service: verified against --handler-ca (or the system's trust store) and
+// its name; one it cannot verify stops idem consume at start, in one line.
+TEST_F(HttpsSidecar, AServiceOverTlsIsVerifiedAtStart) {
+  publish({R"({"id":"t-1"})", R"({"id":"t-2"})"});
+  for (const std::string& ca : {tls_.other_ca, std::string()}) {
+    const auto [rc, out] = run(url(), ca.empty() ? std::vector<std::string>{} : std::vector<std::string>{"--handler-ca", ca});
+    EXPECT_EQ(rc, 1) << out;
+    EXPECT_NE(out.find("idem consume: --handler: the TLS handshake with https://127.0.0.1:"), std::string::npos) << out;
+    EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
+  }
+  EXPECT_TRUE(calls(dir_.sub("calls.log")).empty()) << "nothing reached the service";
+  const auto [rc, out] = run(url(), {"--handler-ca", tls_.ca});
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_TRUE(has(out, R"("id":"t-1","action":"ack","reason":"processed")")) << out;
+  EXPECT_TRUE(has(out, R"("id":"t-2","action":"ack","reason":"processed")")) << out;
+  EXPECT_EQ(calls(dir_.sub("calls.log")).size(), 2u);
+  publish({R"({"id":"t-3"})"});
+  const auto [by_name, named] = run(url("localhost"), {"--handler-ca", tls_.ca});
+  EXPECT_EQ(by_name, 0) << named;
+  EXPECT_TRUE(has(named, R"("id":"t-3","action":"ack","reason":"processed")")) << named;
+  publish({R"({"id":"t-4"})"});
+  const auto [insecure, warned] = run(url(), {"--handler-tls-insecure"});
+  EXPECT_EQ(insecure, 0) << warned;
+  EXPECT_NE(warned.find("idem consume: warning: --handler-tls-insecure"), std::string::npos) << warned;
+  EXPECT_TRUE(has(warned, R"("id":"t-4","action":"ack","reason":"processed")")) << warned;
+}
+
 // A YAML file gives the flags; the same flag on the command line wins.
 TEST_F(PythonSidecar, AConfigFileGivesTheFlagsAndTheCommandLineWins) {
   publish({R"({"order":{"id":"cfg-1"}})"});

@@ -80,8 +80,9 @@ int run_consume(const ConsumeArgs& a) {
   if (!settings) return kExitUsage;
   if (!a.sidecar.handler.empty()) return run_sidecar(a, *settings);
   if (sidecar_flags_given(a.sidecar))
-    return consume_fail(kExitUsage, "--id, --key, --version, --event, --handler-timeout-ms, --metrics-listen and --quiet "
-                                    "need --handler (the built-in handler reads replay lines)");
+    return consume_fail(kExitUsage, "--id, --key, --version, --event, --handler-timeout-ms, --handler-ca/-cert/-key, "
+                                    "--handler-tls-insecure, --metrics-listen and --quiet need --handler (the built-in "
+                                    "handler reads replay lines)");
   std::unique_ptr<MessageSource> source;
   if (int rc = open_consume_source(a, *settings, source); rc != kExitOk) return rc;
 

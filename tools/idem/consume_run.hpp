@@ -18,6 +18,8 @@ namespace idem::cli {
 struct SidecarFlags {
   std::string handler;                 // --handler http://…|exec:…; empty: the built-in handler
   std::int64_t handler_timeout_ms = 0;  // --handler-timeout-ms; 0: --lease-ms
+  std::string handler_ca, handler_cert, handler_key;  // --handler-ca, -cert, -key (https://)
+  bool handler_tls_insecure = false;                  // --handler-tls-insecure
   std::string id = "/id";              // --id: a /JSON/POINTER, header:NAME or broker
   std::string key, version, event;     // --key, --version, --event; empty: not read
   std::string metrics_listen;          // --metrics-listen HOST:PORT; empty: no server

@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 
+#include "idem/backend/tls_options.hpp"
 #include "idem/clock.hpp"
 #include "idem/handler.hpp"
 #include "idem/json_format.hpp"
@@ -22,6 +23,9 @@ struct ExternalHandlerOptions {
   // Bytes of a successful answer's result stored with the record (and returned to
   // duplicates); the rest is cut off. ConsumerOptions::max_result_bytes.
   std::size_t max_result_bytes = 64 * 1024;
+  // For an https:// service: the CA (empty: the system's trust store), a client
+  // certificate and key, and whether to skip verifying its certificate and name.
+  TlsOptions tls;
 };
 
 class ExternalHandler {
@@ -39,7 +43,9 @@ StatusOr<std::unique_ptr<ExternalHandler>> open_external_handler(std::string_vie
                                                                  const ExternalHandlerOptions& options);
 
 // The two kinds open_external_handler chooses from: url is "http://…" or "https://…";
-// command is what follows "exec:".
+// command is what follows "exec:". An https:// service is reached once at open: a
+// certificate that cannot be verified is kFailedPrecondition then, instead of failing
+// every message (a service that does not answer yet is not an error).
 StatusOr<std::unique_ptr<ExternalHandler>> open_http_handler(std::string_view url, const ExternalHandlerOptions& options);
 StatusOr<std::unique_ptr<ExternalHandler>> open_exec_handler(std::string_view command,
                                                              const ExternalHandlerOptions& options);

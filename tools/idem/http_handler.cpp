@@ -1,5 +1,5 @@
-// `--handler http://…`: each message POSTed to the service, one keep-alive
-// connection per worker (cpp-httplib).
+// `--handler http://…` or `https://…`: each message POSTed to the service, one
+// keep-alive connection per worker (cpp-httplib; built with its OpenSSL support).
 #include <httplib.h>
 #include <time.h>
 
@@ -87,7 +87,18 @@ class HttpHandler final : public ExternalHandler {
         return c;
       }
     }
-    auto c = std::make_unique<httplib::Client>(base_);
+    return connect();
+  }
+
+ public:
+  // A new connection; https:// with the options' verification (cpp-httplib checks the
+  // chain, against the system's trust store without a CA file, and the host name or
+  // IP address).
+  std::unique_ptr<httplib::Client> connect() const {
+    const TlsOptions& t = o_.tls;
+    auto c = std::make_unique<httplib::Client>(base_, t.cert_file, t.key_file);
+    if (!t.ca_file.empty()) c->set_ca_cert_path(t.ca_file.c_str());
+    c->enable_server_certificate_verification(!t.insecure);
     c->set_keep_alive(true);
     c->set_tcp_nodelay(true);  // headers and body may be two writes
     c->set_connection_timeout(std::chrono::duration_cast<std::chrono::microseconds>(o_.timeout));
@@ -95,6 +106,8 @@ class HttpHandler final : public ExternalHandler {
     c->set_write_timeout(std::chrono::duration_cast<std::chrono::microseconds>(o_.timeout));
     return c;
   }
+
+ private:
   void give_back(std::unique_ptr<httplib::Client> c) {
     std::lock_guard lock(mu_);
     idle_.push_back(std::move(c));
@@ -114,7 +127,16 @@ StatusOr<std::unique_ptr<ExternalHandler>> open_http_handler(std::string_view ur
   const std::string base(url.substr(0, slash));
   const std::string path(slash == std::string_view::npos ? "/" : url.substr(slash));
   if (base.size() == authority) return invalid_argument("--handler: the URL has no host");
-  return std::unique_ptr<ExternalHandler>(std::make_unique<HttpHandler>(base, path, options));
+  auto handler = std::make_unique<HttpHandler>(base, path, options);
+  if (url.starts_with("https://")) {
+    // A HEAD of the path: an answer of any status proves the certificate; one that
+    // cannot be verified stops the start here rather than failing every message.
+    const httplib::Result r = handler->connect()->Head(path);
+    if (!r && (r.error() == httplib::Error::SSLServerVerification || r.error() == httplib::Error::SSLConnection))
+      return failed_precondition("--handler: the TLS handshake with " + base + " failed (" +
+                                 httplib::to_string(r.error()) + "): check its certificate, --handler-ca and the name");
+  }
+  return std::unique_ptr<ExternalHandler>(std::move(handler));
 }
 
 }  // namespace idem::cli

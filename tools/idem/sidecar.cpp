@@ -136,6 +136,19 @@ void add_sidecar_flags(CLI::App* cmd, SidecarFlags* f) {
   cmd->add_option("--handler-timeout-ms", f->handler_timeout_ms, "How long one call may take (default: --lease-ms)")
       ->check(CLI::Range(std::int64_t{1}, kMaxDurationMs))
       ->group(group);
+  cmd->add_option("--handler-ca", f->handler_ca,
+                  "https://: the CA certificates (PEM) the service's certificate must chain to (default: the system's)")
+      ->check(CLI::ExistingFile)
+      ->group(group);
+  cmd->add_option("--handler-cert", f->handler_cert, "https://: a client certificate (PEM), with --handler-key")
+      ->check(CLI::ExistingFile)
+      ->group(group);
+  cmd->add_option("--handler-key", f->handler_key, "https://: the client certificate's key (PEM, unencrypted)")
+      ->check(CLI::ExistingFile)
+      ->group(group);
+  cmd->add_flag("--handler-tls-insecure", f->handler_tls_insecure,
+                "https://: accept any certificate and name (encrypted, not authenticated; warned at start)")
+      ->group(group);
   cmd->add_option("--id", f->id, "Where the message id is: /JSON/POINTER, header:NAME or broker (default /id)")
       ->group(group);
   for (auto [name, field, what] : {std::tuple{"--key", &f->key, "the entity key"},
@@ -151,7 +164,8 @@ void add_sidecar_flags(CLI::App* cmd, SidecarFlags* f) {
 bool sidecar_flags_given(const SidecarFlags& f) {
   const SidecarFlags none;
   return f.handler_timeout_ms != none.handler_timeout_ms || f.id != none.id || !f.key.empty() ||
-         !f.version.empty() || !f.event.empty() || !f.metrics_listen.empty() || f.quiet;
+         !f.version.empty() || !f.event.empty() || !f.metrics_listen.empty() || f.quiet || !f.handler_ca.empty() ||
+         !f.handler_cert.empty() || !f.handler_key.empty() || f.handler_tls_insecure;
 }
 
 int run_sidecar(const ConsumeArgs& a, const ConsumerSettings& s) {
@@ -159,8 +173,21 @@ int run_sidecar(const ConsumeArgs& a, const ConsumerSettings& s) {
       {.id = a.sidecar.id, .key = a.sidecar.key, .version = a.sidecar.version, .event = a.sidecar.event});
   if (!format.ok()) return consume_fail(kExitUsage, format.status().message());
   const Duration timeout = a.sidecar.handler_timeout_ms > 0 ? Duration(a.sidecar.handler_timeout_ms) : s.lease;
-  auto handler = open_external_handler(a.sidecar.handler,
-                                       {.timeout = timeout, .max_result_bytes = ConsumerOptions{}.max_result_bytes});
+  const SidecarFlags& f = a.sidecar;
+  if (f.handler_cert.empty() != f.handler_key.empty())
+    return consume_fail(kExitUsage, "--handler-cert and --handler-key go together");
+  if (f.handler_tls_insecure)
+    std::cerr << "idem consume: warning: --handler-tls-insecure: the service's certificate and name are not "
+                 "verified, so anyone on the path can pose as it\n";
+  auto handler = open_external_handler(f.handler, {.timeout = timeout,
+                                                   .max_result_bytes = ConsumerOptions{}.max_result_bytes,
+                                                   .tls = {.enabled = true,
+                                                           .ca_file = f.handler_ca,
+                                                           .cert_file = f.handler_cert,
+                                                           .key_file = f.handler_key,
+                                                           .insecure = f.handler_tls_insecure}});
+  if (!handler.ok() && handler.status().code() == StatusCode::kFailedPrecondition)
+    return consume_fail(kExitFailure, handler.status().message());
   if (!handler.ok()) return consume_fail(kExitUsage, handler.status().message());
   return run_sidecar_with(a, s, *format, std::shared_ptr<ExternalHandler>(std::move(handler).value()), timeout);
 }
