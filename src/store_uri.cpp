@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <charconv>
 #include <cstdint>
-#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -93,8 +93,8 @@ std::optional<Span> password_in(std::string_view d, bool lone_is_password) {
 }
 
 // Whether uri's scheme reads a user part without ':' as a user name (libpq, AMQP,
-// NATS, also over TLS): "postgres://alice@host" has no password. Redis's reads it as the password,
-// and so does any other or no scheme, to be safe.
+// NATS, also over TLS): "postgres://alice@host" has no password. Redis's reads it as
+// the password, and so does any other or no scheme, to be safe.
 bool lone_part_is_user(std::string_view uri) {
   const std::size_t colon = uri.find("://");
   if (colon == std::string_view::npos) return false;
@@ -296,7 +296,8 @@ Status resolve_secrets(StoreUri& u) {
   for (auto& [name, value] : u.params) {
     const auto stem = secret_reference(name);
     if (!stem) continue;
-    if (u.param(*stem)) return invalid_argument("URI parameter " + *stem + " is given twice (inline and as " + name + ")");
+    if (u.param(*stem))
+      return invalid_argument("URI parameter " + *stem + " is given twice (inline and as " + name + ")");
     auto secret = name.ends_with("_file") ? read_secret_file(name, value) : read_secret_env(name, value);
     if (!secret.ok()) return secret.status();
     name = *stem;

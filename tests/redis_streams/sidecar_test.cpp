@@ -174,8 +174,8 @@ class HttpsSidecar : public SidecarBase {
   std::string url(const std::string& host = "127.0.0.1") const { return "https://" + host + ":" + port_ + "/orders"; }
   // idem consume with the handler at url and `more`; its exit status and output.
   std::pair<int, std::string> run(const std::string& handler_url, const std::vector<std::string>& more) {
-    std::vector<std::string> args{"consume",   "--source",   stream() + "?group=g", "--store", "sqlite:" + dir_.sub("db"),
-                                  "--handler", handler_url, "--idle-exit-ms",      "1500"};
+    std::vector<std::string> args{"consume", "--source", stream() + "?group=g", "--store", "sqlite:" + dir_.sub("db")};
+    args.insert(args.end(), {"--handler", handler_url, "--idle-exit-ms", "1500"});
     args.insert(args.end(), more.begin(), more.end());
     const std::string out = dir_.sub("consume.log");
     std::remove(out.c_str());
@@ -193,7 +193,9 @@ class HttpsSidecar : public SidecarBase {
 TEST_F(HttpsSidecar, AServiceOverTlsIsVerifiedAtStart) {
   publish({R"({"id":"t-1"})", R"({"id":"t-2"})"});
   for (const std::string& ca : {tls_.other_ca, std::string()}) {
-    const auto [rc, out] = run(url(), ca.empty() ? std::vector<std::string>{} : std::vector<std::string>{"--handler-ca", ca});
+    std::vector<std::string> flags;
+    if (!ca.empty()) flags = {"--handler-ca", ca};
+    const auto [rc, out] = run(url(), flags);
     EXPECT_EQ(rc, 1) << out;
     EXPECT_NE(out.find("idem consume: --handler: the TLS handshake with https://127.0.0.1:"), std::string::npos) << out;
     EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;

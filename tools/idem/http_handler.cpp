@@ -132,7 +132,9 @@ StatusOr<std::unique_ptr<ExternalHandler>> open_http_handler(std::string_view ur
     // A HEAD of the path: an answer of any status proves the certificate; one that
     // cannot be verified stops the start here rather than failing every message.
     const httplib::Result r = handler->connect()->Head(path);
-    if (!r && (r.error() == httplib::Error::SSLServerVerification || r.error() == httplib::Error::SSLConnection))
+    const bool refused =
+        r.error() == httplib::Error::SSLServerVerification || r.error() == httplib::Error::SSLConnection;
+    if (!r && refused)
       return failed_precondition("--handler: the TLS handshake with " + base + " failed (" +
                                  httplib::to_string(r.error()) + "): check its certificate, --handler-ca and the name");
   }

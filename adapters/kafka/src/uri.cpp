@@ -90,7 +90,7 @@ namespace {
 // parse_uri() before its errors lose a password written into the URI.
 StatusOr<Options> parse_uri_unscrubbed(std::string_view uri) {
   auto u = StoreUri::parse(uri);
-  if (!u.ok()) return bad("not a URI (want kafka://HOST:PORT/TOPIC?group=G)): " + u.status().message());
+  if (!u.ok()) return bad("not a URI (want kafka://HOST:PORT/TOPIC?group=G): " + u.status().message());
   if (u->scheme != "kafka") return bad("scheme must be kafka://");
   std::string_view rest = u->body;
   if (rest.substr(0, 2) != "//") return bad("want kafka://HOST:PORT/TOPIC?group=G");

@@ -53,7 +53,8 @@ natsStatus set_authentication(natsOptions* raw, const Options& o) {
   if (!o.user.empty()) return natsOptions_SetUserInfo(raw, o.user.c_str(), o.password.c_str());
   if (!o.token.empty()) return natsOptions_SetToken(raw, o.token.c_str());
   if (!o.nkey.empty()) return natsOptions_SetNKeyFromSeed(raw, o.nkey.c_str(), o.nkey_seed_file.c_str());
-  if (!o.credentials_file.empty()) return natsOptions_SetUserCredentialsFromFiles(raw, o.credentials_file.c_str(), nullptr);
+  if (!o.credentials_file.empty())
+    return natsOptions_SetUserCredentialsFromFiles(raw, o.credentials_file.c_str(), nullptr);
   return NATS_OK;
 }
 

@@ -68,7 +68,7 @@ Status take_params(const StoreUri& u, Options& o) {
 // parse_uri() before its errors lose the URI's password.
 StatusOr<Options> parse_uri_unscrubbed(std::string_view uri) {
   auto u = StoreUri::parse(uri);
-  if (!u.ok()) return bad("not a URI (want nats://HOST:PORT?stream=S&durable=D)): " + u.status().message());
+  if (!u.ok()) return bad("not a URI (want nats://HOST:PORT?stream=S&durable=D): " + u.status().message());
   if (u->scheme != "nats" && u->scheme != "tls") return bad("scheme must be nats:// or tls://");
   std::string_view rest = u->body;
   if (rest.substr(0, 2) != "//") return bad("want nats://HOST:PORT?stream=S&durable=D");

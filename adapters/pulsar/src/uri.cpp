@@ -78,7 +78,8 @@ Status take_params(const StoreUri& u, Options& o) {
 // parse_uri() before its errors lose the URI's token.
 StatusOr<Options> parse_uri_unscrubbed(std::string_view uri) {
   auto u = StoreUri::parse(uri);
-  if (!u.ok()) return bad("not a URI (want pulsar-ws://HOST:PORT/TENANT/NAMESPACE/TOPIC?subscription=S)): " + u.status().message());
+  if (!u.ok())
+    return bad("not a URI (want pulsar-ws://HOST:PORT/TENANT/NAMESPACE/TOPIC?subscription=S): " + u.status().message());
   if (u->scheme != "pulsar-ws") return bad("scheme must be pulsar-ws://");
   std::string_view rest = u->body;
   if (rest.substr(0, 2) != "//") return bad("want pulsar-ws://HOST:PORT/TENANT/NAMESPACE/TOPIC");

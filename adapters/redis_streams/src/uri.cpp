@@ -50,7 +50,7 @@ Status take_params(const StoreUri& u, Options& o) {
 // parse_uri() before its errors lose the URI's password.
 StatusOr<Options> parse_uri_unscrubbed(std::string_view uri) {
   auto u = StoreUri::parse(uri);
-  if (!u.ok()) return bad("not a URI (want redis-stream://HOST:PORT/STREAM?group=G)): " + u.status().message());
+  if (!u.ok()) return bad("not a URI (want redis-stream://HOST:PORT/STREAM?group=G): " + u.status().message());
   if (u->scheme != "redis-stream") return bad("scheme must be redis-stream://");
   std::string_view rest = u->body;
   if (rest.substr(0, 2) != "//") return bad("want redis-stream://HOST:PORT/STREAM?group=G");

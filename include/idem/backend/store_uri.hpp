@@ -90,13 +90,13 @@ StatusOr<HostPort> parse_host_port(std::string_view text);
 // "redis://user:pw@host" → "redis://user:***@host", "redis://:pw@host" →
 // "redis://:***@host", "redis://pw@host" → "redis://***@host" (the whole user part is
 // the password, as redis-cli -u reads it; under postgres://, postgresql://, amqp://,
-// amqps://, nats:// and tls:// such a part is the user name: "postgres://alice@host" is
-// returned as is). The user part runs from the "//" to the
-// last '@' (or percent-encoded "%40", which the parsers decode to '@') ahead of the
-// query. A URI without "//…@" (a path, such as "sqlite:/data/a@b.db") is returned as
-// is. The value of a query parameter whose name holds "password", "secret" or "token"
-// ("password=", which libpq reads; Kafka's "sasl_password=" and
-// "rdkafka.ssl.key.password=") is replaced too.
+// amqps://, nats:// and tls:// such a part is the user name: "postgres://alice@host"
+// is returned as is). The user part runs from the "//" to the last '@' (or
+// percent-encoded "%40", which the parsers decode to '@') ahead of the query. A URI
+// without "//…@" (a path, such as "sqlite:/data/a@b.db") is returned as is. The value
+// of a query parameter whose name holds "password", "secret" or "token" ("password=",
+// which libpq reads; Kafka's "sasl_password=" and "rdkafka.ssl.key.password=") is
+// replaced too.
 std::string redact_uri(std::string_view uri);
 
 // Whether a URI parameter, or a client property, of this (decoded) name holds a

@@ -93,7 +93,8 @@ Status NatsServer::launch() {
                                    "-l",          (dir_ / "nats.log").string()};
   if (!config_.user.empty()) argv.insert(argv.end(), {"--user", config_.user, "--pass", config_.password});
   if (!config_.token.empty()) argv.insert(argv.end(), {"--auth", config_.token});
-  if (!config_.tls_cert.empty()) argv.insert(argv.end(), {"--tls", "--tlscert", config_.tls_cert, "--tlskey", config_.tls_key});
+  if (!config_.tls_cert.empty())
+    argv.insert(argv.end(), {"--tls", "--tlscert", config_.tls_cert, "--tlskey", config_.tls_key});
   if (config_.tls_verify) argv.insert(argv.end(), {"--tlsverify", "--tlscacert", config_.tls_ca});
   pid_ = spawn(argv, dir_ / "stdout.log");
   if (pid_ < 0) return unavailable("fork failed");
