@@ -1,9 +1,12 @@
 // Opening the SQLite store: options, URI, connection set-up and schema check.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <filesystem>
 #include <string>
+#include <thread>
 
 #include "idem/sqlite_store.hpp"
 #include "schema.hpp"
@@ -100,7 +103,17 @@ StatusOr<std::shared_ptr<Store>> open_connection(const Options& o) {
 
 StatusOr<std::shared_ptr<Store>> open(const Options& options) {
   if (Status s = validate(options); !s.ok()) return s;
-  return open_connection(options);
+  // SQLite answers SQLITE_BUSY at once, without its busy handler, where waiting could
+  // deadlock: switching to WAL while another process sets the file up is one such
+  // case. Two processes started together on one file then both retry the set-up for
+  // up to busy_timeout, as the busy handler would have waited.
+  const auto give_up = std::chrono::steady_clock::now() + options.busy_timeout;
+  for (auto pause = std::chrono::milliseconds(10);; pause = std::min(2 * pause, std::chrono::milliseconds(200))) {
+    auto store = open_connection(options);
+    const bool busy = !store.ok() && store.status().message().find(detail::kBusyMarker) != std::string::npos;
+    if (!busy || std::chrono::steady_clock::now() + pause > give_up) return store;
+    std::this_thread::sleep_for(pause);
+  }
 }
 
 StatusOr<Options> parse_uri(const StoreUri& uri) {

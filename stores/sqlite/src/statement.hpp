@@ -18,6 +18,9 @@ namespace idem::sqlite::detail {
 // kResourceExhausted; IOERR/CANTOPEN → kUnavailable; anything else → kInternal.
 Status sqlite_status(int rc, sqlite3* db, std::string_view what, const std::string& path);
 
+// In the message of sqlite_status() for SQLITE_BUSY and SQLITE_LOCKED.
+inline constexpr char kBusyMarker[] = "locked by another process";
+
 // One statement prepared once and reused. Not thread-safe: the store's mutex guards it.
 class Statement {
  public:

@@ -13,7 +13,7 @@ Status sqlite_status(int rc, sqlite3* db, std::string_view what, const std::stri
   switch (rc & 0xff) {
     case SQLITE_BUSY:
     case SQLITE_LOCKED:
-      return unavailable(m + " (locked by another process, or another connection of this one, past busy_timeout; "
+      return unavailable(m + " (" + kBusyMarker + ", or another connection of this one, past busy_timeout; "
                              "leases=local locks the file exclusively: use leases=shared in every process that "
                              "shares the file)");
     case SQLITE_READONLY:
