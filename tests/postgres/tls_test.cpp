@@ -50,7 +50,8 @@ class PostgresTls : public ::testing::Test {
   static void expect_open(const std::string& u) {
     auto s = open_store(u);
     ASSERT_TRUE(s.ok()) << s.status().to_string();
-    ClaimRequest q{"id-" + std::to_string(++claims_), "A", Duration(1000), std::nullopt, from_unix_ms(1000)};
+    const std::string id = "id-" + std::to_string(++claims_);  // ClaimRequest holds views
+    ClaimRequest q{id, "A", Duration(1000), std::nullopt, from_unix_ms(1000)};
     EXPECT_EQ((*s)->claim(q)->status, ClaimStatus::kNew);
   }
   static void expect_refused(const std::string& u, const std::string& says) {
