@@ -3,7 +3,7 @@
 # for trying idem locally: free ports, a private data folder, a readiness check, stopped
 # by PID. Never a system-wide service.
 #
-#   scripts/broker.sh start kafka [--dir DIR] [--nodes N] [--owner PID] [--also-listen ADDR]
+#   scripts/broker.sh start kafka [--dir DIR] [--nodes N] [--owner PID] [--also-listen ADDR] [--tls TLSDIR]
 #   scripts/broker.sh start pulsar|redis|nats|rabbitmq|postgres [--dir DIR] [--owner PID]
 #   scripts/broker.sh start pulsar --address ADDR   Pulsar on ADDR instead of 127.0.0.1
 #   scripts/broker.sh stop DIR                 every process started in DIR, by PID
@@ -25,6 +25,13 @@
 # mechanism (KAFKA_SASL_BOOTSTRAP, user KAFKA_SASL_USER, password KAFKA_SASL_PASSWORD).
 # --also-listen ADDR adds a third, PLAINTEXT on ADDR (KAFKA_LINK_BOOTSTRAP), advertised
 # as ADDR: for a partition test's network namespace, which reaches this host only there.
+# --tls TLSDIR (holding ca.pem, server.pem and server.key, an unencrypted PKCS#8 key)
+# adds three TLS listeners: SSL requiring a client certificate signed by the CA
+# (KAFKA_SSL_BOOTSTRAP), SASL_SSL with PLAIN for the same user and password
+# (KAFKA_SASL_SSL_BOOTSTRAP), and SSL on 127.0.0.2 without client certificates
+# (KAFKA_ALT_BOOTSTRAP: an address the certificate does not name). No SCRAM: Debian 12's
+# librdkafka 2.0.2 fails SCRAM against Kafka 4 brokers (invalid credentials; fixed in
+# librdkafka 2.6.1).
 #
 # Pulsar runs the same way from Maven Central's jars (org.apache.pulsar:pulsar-broker):
 # one standalone JVM with the broker, one bookie and a RocksDB metadata store, all data
@@ -165,25 +172,43 @@ kafka_ready() {
   (((b[12] << 24) + (b[13] << 16) + (b[14] << 8) + b[15] == nodes))
 }
 
-# kafka_node_config DIR NODE PORT SASL_PORT CONTROLLER_PORT VOTERS NODES [LINK_ADDR LINK_PORT]
+kafka_plain_jaas() {  # the PLAIN mechanism's one user, idem
+  echo 'org.apache.kafka.common.security.plain.PlainLoginModule required user_idem="idem-test-secret";'
+}
+
+# kafka_tls_config NODEDIR TLSDIR: the TLS listeners' settings (--tls); their addresses
+# are in kafka_node_config's listener lists.
+kafka_tls_config() {
+  local node=$1 tls=$2
+  cat "$tls/server.key" "$tls/server.pem" >"$node/keystore.pem"
+  cat <<EOF
+ssl.keystore.type=PEM
+ssl.keystore.location=$node/keystore.pem
+ssl.truststore.type=PEM
+ssl.truststore.location=$tls/ca.pem
+listener.name.ssl.ssl.client.auth=required
+listener.name.sasl_ssl.plain.sasl.jaas.config=$(kafka_plain_jaas)
+EOF
+}
+
+# kafka_node_config DIR NODE PORT SASL_PORT CONTROLLER_PORT VOTERS NODES LINK_ADDR LINK_PORT
+#                   TLSDIR SSL_PORT SASL_SSL_PORT ALT_PORT (LINK_ADDR and TLSDIR may be empty)
 kafka_node_config() {
-  local dir=$1 n=$2 port=$3 sasl=$4 cport=$5 voters=$6 nodes=$7 link="" advertised_link=""
+  local dir=$1 n=$2 port=$3 sasl=$4 cport=$5 voters=$6 nodes=$7 more=""
   local rf=$((nodes >= 3 ? 3 : 1)) isr=$((nodes >= 3 ? 2 : 1))
-  if [[ -n ${8:-} ]]; then
-    link=",LINK://$8:$9"
-    advertised_link=$link
-  fi
+  [[ -z $8 ]] || more=",LINK://$8:$9"
+  [[ -z ${10} ]] || more+=",SSL://127.0.0.1:${11},SASL_SSL://127.0.0.1:${12},ALT://127.0.0.2:${13}"
   cat <<EOF
 process.roles=broker,controller
 node.id=$n
 controller.quorum.voters=$voters
-listeners=PLAINTEXT://127.0.0.1:$port,SASL_PLAINTEXT://127.0.0.1:$sasl,CONTROLLER://127.0.0.1:$cport$link
-advertised.listeners=PLAINTEXT://127.0.0.1:$port,SASL_PLAINTEXT://127.0.0.1:$sasl$advertised_link
+listeners=PLAINTEXT://127.0.0.1:$port,SASL_PLAINTEXT://127.0.0.1:$sasl,CONTROLLER://127.0.0.1:$cport$more
+advertised.listeners=PLAINTEXT://127.0.0.1:$port,SASL_PLAINTEXT://127.0.0.1:$sasl$more
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT,LINK:PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT,LINK:PLAINTEXT,SSL:SSL,SASL_SSL:SASL_SSL,ALT:SSL
 sasl.enabled.mechanisms=PLAIN
-listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_idem="idem-test-secret";
+listener.name.sasl_plaintext.plain.sasl.jaas.config=$(kafka_plain_jaas)
 log.dirs=$dir/node$n/data
 num.partitions=1
 default.replication.factor=$rf
@@ -198,6 +223,7 @@ auto.create.topics.enable=true
 log.flush.interval.messages=9223372036854775807
 unclean.leader.election.enable=false
 EOF
+  [[ -z ${10} ]] || kafka_tls_config "$dir/node$n" "${10}"
 }
 
 kafka_log4j() {  # the node's log, INFO and up, in DIR/nodeN/server.log
@@ -224,34 +250,42 @@ wait_kafka() {  # wait_kafka DIR PORT NODES
     die "Kafka on port $2 did not answer a metadata request with $3 brokers within 120 s (logs in $1)"
 }
 
-start_kafka() {  # start_kafka DIR NODES [LINK_ADDR]
-  local dir=$1 nodes=$2 link_addr=${3:-} jars voters="" id
+start_kafka() {  # start_kafka DIR NODES [LINK_ADDR [TLSDIR]]
+  local dir=$1 nodes=$2 link_addr=${3:-} tls=${4:-} jars voters="" id
   jars=$(kafka_jars)
-  local -a ports sasl cports links
+  local -a ports sasl cports links ssl sasl_ssl alt
   for ((n = 1; n <= nodes; n++)); do
     ports[n]=$(free_port) sasl[n]=$(free_port) cports[n]=$(free_port) links[n]=$(free_port)
+    [[ -z $tls ]] || ssl[n]=$(free_port) sasl_ssl[n]=$(free_port) alt[n]=$(free_port)
     voters+="${voters:+,}$n@127.0.0.1:${cports[n]}"
   done
   id=$("$(java_cmd)" -cp "$jars/*" kafka.tools.StorageTool random-uuid 2>/dev/null | tail -n 1)
-  local bootstrap="" sasl_bootstrap="" link_bootstrap=""
+  local -A boot=()
   for ((n = 1; n <= nodes; n++)); do
     mkdir -p "$dir/node$n"
-    kafka_node_config "$dir" "$n" "${ports[n]}" "${sasl[n]}" "${cports[n]}" "$voters" "$nodes" \
-      ${link_addr:+"$link_addr" "${links[n]}"} >"$dir/node$n/server.properties"
-    link_bootstrap+="${link_bootstrap:+,}$link_addr:${links[n]}"
+    kafka_node_config "$dir" "$n" "${ports[n]}" "${sasl[n]}" "${cports[n]}" "$voters" "$nodes" "$link_addr" \
+      "${links[n]}" "$tls" "${ssl[n]:-}" "${sasl_ssl[n]:-}" "${alt[n]:-}" >"$dir/node$n/server.properties"
     kafka_log4j "$dir/node$n" >"$dir/node$n/log4j2.properties"
     "$(java_cmd)" -cp "$jars/*" kafka.tools.StorageTool format -t "$id" -c "$dir/node$n/server.properties" \
       >>"$dir/node$n/format.log" 2>&1 || die "formatting node $n failed: $(tail -n 3 "$dir/node$n/format.log")"
     echo "${ports[n]}" >"$dir/node$n/port"
-    bootstrap+="${bootstrap:+,}127.0.0.1:${ports[n]}"
-    sasl_bootstrap+="${sasl_bootstrap:+,}127.0.0.1:${sasl[n]}"
+    boot[KAFKA_BOOTSTRAP]+="${boot[KAFKA_BOOTSTRAP]:+,}127.0.0.1:${ports[n]}"
+    boot[KAFKA_SASL_BOOTSTRAP]+="${boot[KAFKA_SASL_BOOTSTRAP]:+,}127.0.0.1:${sasl[n]}"
+    [[ -z $link_addr ]] || boot[KAFKA_LINK_BOOTSTRAP]+="${boot[KAFKA_LINK_BOOTSTRAP]:+,}$link_addr:${links[n]}"
+    if [[ -n $tls ]]; then
+      boot[KAFKA_SSL_BOOTSTRAP]+="${boot[KAFKA_SSL_BOOTSTRAP]:+,}127.0.0.1:${ssl[n]}"
+      boot[KAFKA_SASL_SSL_BOOTSTRAP]+="${boot[KAFKA_SASL_SSL_BOOTSTRAP]:+,}127.0.0.1:${sasl_ssl[n]}"
+      boot[KAFKA_ALT_BOOTSTRAP]+="${boot[KAFKA_ALT_BOOTSTRAP]:+,}127.0.0.2:${alt[n]}"
+    fi
   done
   for ((n = 1; n <= nodes; n++)); do start_kafka_node "$dir" "$n"; done
   echo "$nodes" >"$dir/nodes"
   for ((n = 1; n <= nodes; n++)); do wait_kafka "$dir" "${ports[n]}" "$nodes"; done
-  echo "KAFKA_BOOTSTRAP=$bootstrap"
-  echo "KAFKA_SASL_BOOTSTRAP=$sasl_bootstrap"
-  [[ -z $link_addr ]] || echo "KAFKA_LINK_BOOTSTRAP=$link_bootstrap"
+  local key
+  for key in KAFKA_BOOTSTRAP KAFKA_SASL_BOOTSTRAP KAFKA_LINK_BOOTSTRAP KAFKA_SSL_BOOTSTRAP KAFKA_SASL_SSL_BOOTSTRAP \
+    KAFKA_ALT_BOOTSTRAP; do
+    [[ -z ${boot[$key]:-} ]] || echo "$key=${boot[$key]}"
+  done
   echo "KAFKA_SASL_USER=idem"
   echo "KAFKA_SASL_PASSWORD=idem-test-secret"
   echo "KAFKA_VERSION=$KAFKA_VERSION"
@@ -488,8 +522,8 @@ watch_owner() {
 }
 
 cmd_start() {
-  local kind=${1:-} dir="" nodes=1 owner="" also="" address=""
-  [[ -n $kind ]] || die "usage: broker.sh start kafka|pulsar|redis|nats|rabbitmq|postgres [--dir DIR] [--nodes N] [--owner PID] [--also-listen ADDR] [--address ADDR]"
+  local kind=${1:-} dir="" nodes=1 owner="" also="" address="" tls=""
+  [[ -n $kind ]] || die "usage: broker.sh start kafka|pulsar|redis|nats|rabbitmq|postgres [--dir DIR] [--nodes N] [--owner PID] [--also-listen ADDR] [--address ADDR] [--tls TLSDIR]"
   shift
   while (($#)); do
     case $1 in
@@ -498,6 +532,7 @@ cmd_start() {
       --owner) owner=${2:?--owner needs a PID}; shift 2 ;;
       --also-listen) also=${2:?--also-listen needs an IPv4 address}; shift 2 ;;
       --address) address=${2:?--address needs an IPv4 address}; shift 2 ;;
+      --tls) tls=${2:?--tls needs a folder with ca.pem, server.pem and server.key}; shift 2 ;;
       *) die "unknown option $1" ;;
     esac
   done
@@ -505,6 +540,12 @@ cmd_start() {
   [[ $kind == kafka || $nodes == 1 ]] || die "--nodes is for kafka"
   [[ $kind == kafka || -z $also ]] || die "--also-listen is for kafka"
   [[ $kind == pulsar || -z $address ]] || die "--address is for pulsar"
+  [[ $kind == kafka || -z $tls ]] || die "--tls is for kafka"
+  if [[ -n $tls ]]; then
+    tls=$(cd "$tls" && pwd) || die "--tls: no folder $tls"
+    local f
+    for f in ca.pem server.pem server.key; do [[ -r $tls/$f ]] || die "--tls: cannot read $tls/$f"; done
+  fi
   local a
   for a in "$also" "$address"; do
     [[ -z $a || $a =~ ^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+$ ]] || die "an IPv4 address is needed, not $a"
@@ -523,7 +564,7 @@ cmd_start() {
   # A start that fails stops what it started and keeps the folder with its logs.
   trap 'rm -f "$dir/.temporary"; cmd_stop "$dir"; echo "broker.sh: logs in $dir" >&2' EXIT
   case $kind in
-    kafka) start_kafka "$dir" "$nodes" "$also" ;;
+    kafka) start_kafka "$dir" "$nodes" "$also" "$tls" ;;
     pulsar) start_pulsar "$dir" "$address" ;;
     redis | nats | rabbitmq | postgres) "start_$kind" "$dir" ;;
     *) die "unknown broker $kind (kafka, pulsar, redis, nats, rabbitmq, postgres)" ;;

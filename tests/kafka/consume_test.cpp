@@ -1,6 +1,7 @@
 // `idem consume` end to end on a real Kafka broker (one per binary, started by
 // scripts/broker.sh) and SQLite: the shared kill test (support/consume_kills.hpp) in
-// both modes, the broker restarted under running consumers, an unreachable broker.
+// both modes (the batch one over TLS with a SASL password), the broker restarted under running
+// consumers, an unreachable broker.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -30,8 +31,18 @@ std::string fresh(const std::string& base) {
 
 class KafkaConsumeKills : public ::testing::TestWithParam<Mode> {};
 
+// The batch run's `idem` processes go over TLS with a SASL password (the listener
+// SASL_SSL), the password from a file: every check holds there too.
 TEST_P(KafkaConsumeKills, SurviveRandomKillsWithEveryEffectExactlyOnce) {
-  KafkaBroker broker(KafkaServer::shared());
+  KafkaServer& server = KafkaServer::shared();
+  KafkaBroker broker(server);
+  testing::TempDir dir("kafka-sasl");
+  if (std::string(GetParam().name) == "batch") {
+    std::ofstream(dir.sub("password")) << server.sasl_password();
+    broker.connect_idem(server.sasl_ssl_bootstraps(), "sasl_mechanism=PLAIN&sasl_username=" +
+                                                          server.sasl_user() + "&sasl_password_file=" +
+                                                          dir.sub("password") + "&tls_ca=" + server.tls_files().ca);
+  }
   consume_kills::KillOptions o;
   o.topic = fresh("orders");
   o.alive_min = std::chrono::milliseconds(1500);  // a join takes up to a second

@@ -2,9 +2,11 @@
 
 #include <spdlog/logger.h>
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <string_view>
 
 #include "idem/backend/store_uri.hpp"
 
@@ -22,10 +24,25 @@ void log_cb(const rd_kafka_t* rk, int level, const char* fac, const char* buf) {
   }
 }
 
+// A failure that waiting does not cure: the handshake, the credentials, or a TLS alert
+// the broker sent (under TLS 1.3 a refused client certificate arrives as one, on the
+// first read after the handshake).
+bool is_refusal(rd_kafka_resp_err_t e, std::string_view reason) {
+  return e == RD_KAFKA_RESP_ERR__SSL || e == RD_KAFKA_RESP_ERR__AUTHENTICATION ||
+         e == RD_KAFKA_RESP_ERR_SASL_AUTHENTICATION_FAILED ||
+         (e == RD_KAFKA_RESP_ERR__TRANSPORT && reason.find("SSL alert number") != std::string_view::npos);
+}
+
 void error_cb(rd_kafka_t* rk, int err, const char* reason, void*) {
   auto* ctx = static_cast<Context*>(rd_kafka_opaque(rk));
-  if (ctx == nullptr || ctx->log == nullptr) return;
-  ctx->log->warn("idem kafka: {}: {}", rd_kafka_err2str(static_cast<rd_kafka_resp_err_t>(err)), reason);
+  if (ctx == nullptr) return;
+  const auto e = static_cast<rd_kafka_resp_err_t>(err);
+  {
+    std::lock_guard lock(ctx->mu);
+    ctx->last_error = reason;
+    if (is_refusal(e, reason)) ctx->refusal = reason;
+  }
+  if (ctx->log != nullptr) ctx->log->warn("idem kafka: {}: {}", rd_kafka_err2str(e), reason);
 }
 
 void rebalance_cb(rd_kafka_t* rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t* parts, void* opaque) {
@@ -84,15 +101,40 @@ StatusOr<Handle> make_handle(rd_kafka_type_t type, const Options& o, Context* ct
   return Handle(rk);
 }
 
+namespace {
+
+// librdkafka's last error and last refusal (TLS or authentication) on rk's handle.
+std::pair<std::string, std::string> reported_errors(rd_kafka_t* rk) {
+  rd_kafka_poll(rk, 0);  // serves the errors queued meanwhile (error_cb)
+  auto* ctx = static_cast<Context*>(rd_kafka_opaque(rk));
+  if (ctx == nullptr) return {};
+  std::lock_guard lock(ctx->mu);
+  return {ctx->last_error, ctx->refusal};
+}
+
+}  // namespace
+
 Status check_reachable(rd_kafka_t* rk, const Options& o) {
-  const struct rd_kafka_metadata* md = nullptr;
-  const rd_kafka_resp_err_t e = rd_kafka_metadata(rk, 0, nullptr, &md, static_cast<int>(o.connect_timeout.count()));
-  if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
-    return unavailable("kafka: no broker of " + broker_list(o) + " answered within " +
-                       std::to_string(o.connect_timeout.count()) + " ms (" + rd_kafka_err2str(e) + ")");
+  // Asked in slices, so that a refusal ends the wait at once.
+  constexpr Duration kSlice{250};
+  const auto deadline = std::chrono::steady_clock::now() + o.connect_timeout;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<Duration>(deadline - std::chrono::steady_clock::now());
+    const struct rd_kafka_metadata* md = nullptr;
+    const rd_kafka_resp_err_t e =
+        rd_kafka_metadata(rk, 0, nullptr, &md, static_cast<int>(std::clamp(left, Duration(1), kSlice).count()));
+    if (e == RD_KAFKA_RESP_ERR_NO_ERROR) {
+      rd_kafka_metadata_destroy(md);
+      return ok_status();
+    }
+    auto [last, refusal] = reported_errors(rk);
+    if (!refusal.empty()) return failed_precondition("kafka: " + broker_list(o) + " refused the connection: " + refusal);
+    if (left <= kSlice) {
+      return unavailable("kafka: no broker of " + broker_list(o) + " answered within " +
+                         std::to_string(o.connect_timeout.count()) + " ms (" +
+                         (last.empty() ? rd_kafka_err2str(e) : last) + ")");
+    }
   }
-  rd_kafka_metadata_destroy(md);
-  return ok_status();
 }
 
 namespace {

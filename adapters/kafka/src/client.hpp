@@ -5,6 +5,7 @@
 #include <librdkafka/rdkafka.h>
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -22,6 +23,11 @@ struct Context {
   void (*rebalance)(void* self, rd_kafka_t* rk, rd_kafka_resp_err_t err,
                     rd_kafka_topic_partition_list_t* parts) = nullptr;
   void* self = nullptr;
+  // librdkafka's last error (error_cb, on its threads), for check_reachable()'s answer:
+  // a TLS or authentication failure makes it a refusal rather than an outage.
+  std::mutex mu;
+  std::string last_error;  // secrets are not in librdkafka's reasons
+  std::string refusal;     // the last TLS or authentication failure, kept past later errors
 };
 
 struct HandleDeleter {
@@ -34,7 +40,10 @@ using Handle = std::unique_ptr<rd_kafka_t, HandleDeleter>;
 StatusOr<Handle> make_handle(rd_kafka_type_t type, const Options& o, Context* ctx,
                              const std::vector<std::pair<std::string, std::string>>& settings);
 
-// kUnavailable unless a broker answers a metadata request within `timeout`.
+// OK when a broker answers a metadata request within o.connect_timeout. Otherwise
+// kFailedPrecondition when librdkafka last reported a failed TLS handshake (an
+// unverified certificate or name) or authentication, else kUnavailable; either way
+// with librdkafka's last error.
 Status check_reachable(rd_kafka_t* rk, const Options& o);
 
 // The number of partitions of `topic` (0: no such topic), from a metadata request.

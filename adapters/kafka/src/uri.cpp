@@ -1,5 +1,6 @@
 // kafka://HOST:PORT[,HOST:PORT…]/TOPIC?group=G&… → Options.
 #include "idem/backend/store_uri.hpp"
+#include "idem/backend/tls_options.hpp"
 #include "idem/kafka_source.hpp"
 
 namespace idem::kafka {
@@ -28,44 +29,75 @@ Status take_ms(const StoreUri& u, const char* name, Duration& d) {
   return ok_status();
 }
 
-// The URI's security parameters and their librdkafka names.
-constexpr std::pair<const char*, const char*> kSecurity[] = {{"security_protocol", "security.protocol"},
-                                                             {"sasl_mechanism", "sasl.mechanisms"},
-                                                             {"sasl_username", "sasl.username"},
-                                                             {"sasl_password", "sasl.password"}};
 constexpr std::string_view kRdkafka = "rdkafka.";
 
-// The librdkafka name of security parameter `name`; null when it is not one.
-const char* security_property(std::string_view name) {
-  for (const auto& [param, property] : kSecurity)
-    if (name == param) return property;
-  return nullptr;
-}
+using Properties = std::vector<std::pair<std::string, std::string>>;
 
-// Moves the security and "rdkafka." parameters of `u` into o.properties.
-Status take_properties(StoreUri& u, Options& o) {
+// Moves each "rdkafka.NAME" parameter of `u` into `out`.
+Status take_passthrough(StoreUri& u, Properties& out) {
   std::vector<std::pair<std::string, std::string>> rest;
   for (auto& [name, value] : u.params) {
-    if (name.starts_with(kRdkafka)) {
-      if (name.size() == kRdkafka.size()) return bad("rdkafka. needs a property name after it");
-      o.properties.emplace_back(name.substr(kRdkafka.size()), value);
-    } else if (const char* property = security_property(name)) {
-      o.properties.emplace_back(property, value);
-    } else {
+    if (!name.starts_with(kRdkafka)) {
       rest.emplace_back(std::move(name), std::move(value));
+    } else if (name.size() == kRdkafka.size()) {
+      return bad("rdkafka. needs a property name after it");
+    } else {
+      out.emplace_back(name.substr(kRdkafka.size()), value);
     }
   }
   u.params = std::move(rest);
   return ok_status();
 }
 
+// librdkafka's ssl.* properties for `t` (enabled). Verification is spelled out, not left
+// to librdkafka's defaults: the certificate and the host name or address, unless insecure.
+void add_tls(const TlsOptions& t, Options& o) {
+  auto& p = o.properties;
+  if (!t.ca_file.empty()) p.emplace_back("ssl.ca.location", t.ca_file);
+  if (!t.cert_file.empty()) p.emplace_back("ssl.certificate.location", t.cert_file);
+  if (!t.key_file.empty()) p.emplace_back("ssl.key.location", t.key_file);
+  if (!t.key_password.empty()) p.emplace_back("ssl.key.password", t.key_password);
+  p.emplace_back("enable.ssl.certificate.verification", t.insecure ? "false" : "true");
+  p.emplace_back("ssl.endpoint.identification.algorithm", t.insecure ? "none" : "https");
+}
+
+// security.protocol, sasl.* and ssl.* from the URI's security and TLS parameters. The
+// protocol follows from the others when not given (TLS → SSL, SASL → SASL_PLAINTEXT,
+// both → SASL_SSL); a given one must agree with them.
+Status take_security(const StoreUri& u, Options& o) {
+  const auto mechanism = u.param("sasl_mechanism");
+  const auto user = u.param("sasl_username");
+  const auto password = u.param("sasl_password");
+  if ((user || password) && !mechanism) return bad("sasl_username needs sasl_mechanism (PLAIN, SCRAM-SHA-256, …)");
+  const auto given = u.param("security_protocol");
+  const bool given_tls = given && (*given == "SSL" || *given == "SASL_SSL");
+  auto tls = parse_tls(u, given_tls);
+  if (!tls.ok()) return bad(tls.status().message());
+  const bool sasl = mechanism.has_value();
+  const std::string inferred = std::string(sasl ? "SASL_" : "") + (tls->enabled ? "SSL" : "PLAINTEXT");
+  if (given && *given != inferred && (given_tls || *given == "PLAINTEXT" || *given == "SASL_PLAINTEXT"))
+    return bad("security_protocol=" + *given + " disagrees with the sasl_mechanism and tls parameters, which make it " +
+               inferred);
+  if (given || sasl || tls->enabled) o.properties.emplace_back("security.protocol", given.value_or(inferred));
+  if (sasl) o.properties.emplace_back("sasl.mechanisms", *mechanism);
+  if (user) o.properties.emplace_back("sasl.username", *user);
+  if (password) o.properties.emplace_back("sasl.password", *password);
+  if (tls->enabled) add_tls(*tls, o);
+  return ok_status();
+}
+
 Status take_params(StoreUri u, Options& o) {
-  if (Status s = take_properties(u, o); !s.ok()) return s;
+  Properties passthrough;  // set last: a property given by name overrides idem's
+  if (Status s = take_passthrough(u, passthrough); !s.ok()) return s;
   if (Status s = u.check_params({"group", "retry_topic", "dlq", "partitions", "replication_factor",
-                                 "session_timeout_ms", "connect_timeout_ms"});
+                                 "session_timeout_ms", "connect_timeout_ms", "security_protocol",
+                                 "sasl_mechanism", "sasl_username", "sasl_password"},
+                                kTlsParams);
       !s.ok()) {
     return s;
   }
+  if (Status s = take_security(u, o); !s.ok()) return s;
+  o.properties.insert(o.properties.end(), passthrough.begin(), passthrough.end());
   if (auto g = u.param("group")) o.group = *g;
   if (auto r = u.param("retry_topic")) o.retry_topic = *r;
   if (auto d = u.param("dlq")) o.dead_letter_topic = *d;

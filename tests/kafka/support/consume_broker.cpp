@@ -6,8 +6,17 @@
 
 namespace idem::kafka_test {
 
+std::string KafkaBroker::idem_uri(const std::string& topic, const std::string& group, const std::string& more) const {
+  std::string params = more;
+  for (const std::string* p : {&params_, &idem_params_})
+    if (!p->empty()) params += (params.empty() ? "" : "&") + *p;
+  std::string u = c_.uri(topic, group, params);
+  if (!idem_bootstraps_.empty()) u.replace(u.find(c_.bootstraps()), c_.bootstraps().size(), idem_bootstraps_);
+  return u;
+}
+
 std::string KafkaBroker::source_uri(const std::string& topic, const std::string& group) {
-  return c_.uri(topic, group, "session_timeout_ms=1500" + (params_.empty() ? "" : "&" + params_));
+  return idem_uri(topic, group, "session_timeout_ms=1500");
 }
 
 std::string KafkaBroker::source_uri_from(const std::string&, const std::string& topic, const std::string& group) {
@@ -21,7 +30,7 @@ std::string KafkaBroker::publish_uri(const std::string& topic) {
     EXPECT_TRUE(c_.create_topic(topic + ".retry", 2).ok());
     EXPECT_TRUE(c_.create_topic(topic + ".dlq", 1).ok());
   }
-  return c_.uri(topic, "", params_);
+  return idem_uri(topic, "", "");
 }
 
 std::multiset<std::string> KafkaBroker::dead_letter_bodies(const std::string& topic) {

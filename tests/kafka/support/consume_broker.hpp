@@ -21,6 +21,13 @@ class KafkaBroker final : public consume_kills::Broker {
   explicit KafkaBroker(Cluster& c, std::string params = "", std::string link_bootstraps = "")
       : c_(c), params_(std::move(params)), link_(std::move(link_bootstraps)) {}
 
+  // The `idem` processes reach the cluster at `bootstraps` with `params` added (a TLS
+  // listener and its credentials), while the test reads the topics as before.
+  void connect_idem(std::string bootstraps, std::string params) {
+    idem_bootstraps_ = std::move(bootstraps);
+    idem_params_ = std::move(params);
+  }
+
   std::string source_uri(const std::string& topic, const std::string& group) override;
   // source_uri() with the link's listeners as bootstraps: the brokers advertise
   // addresses of the listener a client came in on.
@@ -36,8 +43,11 @@ class KafkaBroker final : public consume_kills::Broker {
   std::int64_t unsettled(const std::string& topic, const std::string& group) override;
 
  private:
+  // c_.uri() with idem's bootstraps and parameters (connect_idem).
+  std::string idem_uri(const std::string& topic, const std::string& group, const std::string& more) const;
+
   Cluster& c_;
-  std::string params_, link_;
+  std::string params_, link_, idem_bootstraps_, idem_params_;
 };
 
 }  // namespace idem::kafka_test

@@ -49,12 +49,19 @@ Status KafkaServer::run_script(const std::string& args, std::string* out) {
   return testing::run_broker_script(IDEM_BROKER_SCRIPT, args, out);
 }
 
-StatusOr<std::unique_ptr<KafkaServer>> KafkaServer::start(int nodes, const std::string& also_listen) {
+StatusOr<std::unique_ptr<KafkaServer>> KafkaServer::start(int nodes, const std::string& also_listen, bool tls) {
   std::unique_ptr<KafkaServer> s(new KafkaServer());
+  std::string args = "start kafka --nodes " + std::to_string(nodes) + " --owner " + std::to_string(::getpid());
+  if (!also_listen.empty()) args += " --also-listen " + also_listen;
+  if (tls) {
+    s->tls_dir_ = std::make_unique<testing::TempDir>("kafka-tls");
+    std::string error;
+    s->tls_ = test_support::make_tls_files(s->tls_dir_->str(), &error);
+    if (!s->tls_) return internal_error("cannot make the TLS files: " + error);
+    args += " --tls '" + s->tls_dir_->str() + "'";
+  }
   std::string out;
-  Status st = s->run_script("start kafka --nodes " + std::to_string(nodes) + " --owner " + std::to_string(::getpid()) +
-                                (also_listen.empty() ? "" : " --also-listen " + also_listen),
-                            &out);
+  Status st = s->run_script(args, &out);
   auto kv = testing::parse_broker_lines(out);
   s->dir_ = kv["DIR"];
   if (!st.ok()) return st;
@@ -64,13 +71,17 @@ StatusOr<std::unique_ptr<KafkaServer>> KafkaServer::start(int nodes, const std::
   s->sasl_password_ = kv["KAFKA_SASL_PASSWORD"];
   s->version_ = kv["KAFKA_VERSION"];
   s->link_bootstraps_ = kv["KAFKA_LINK_BOOTSTRAP"];
+  s->ssl_bootstraps_ = kv["KAFKA_SSL_BOOTSTRAP"];
+  s->sasl_ssl_bootstraps_ = kv["KAFKA_SASL_SSL_BOOTSTRAP"];
+  s->alt_bootstraps_ = kv["KAFKA_ALT_BOOTSTRAP"];
   if (s->bootstraps_.empty()) return internal_error("broker.sh printed no KAFKA_BOOTSTRAP");
+  if (tls && s->alt_bootstraps_.empty()) return internal_error("broker.sh printed no TLS listeners");
   return s;
 }
 
 KafkaServer& KafkaServer::shared(int nodes) {
   static std::unique_ptr<KafkaServer> server = [nodes] {
-    auto s = start(nodes);
+    auto s = start(nodes, "", true);
     if (!s.ok()) {
       std::fprintf(stderr, "cannot start Kafka: %s\n", s.status().to_string().c_str());
       std::abort();

@@ -87,11 +87,18 @@ struct Options {
 // Parses "kafka://HOST:PORT[,HOST:PORT…]/TOPIC?group=G[&retry_topic=NAME][&dlq=NAME]
 // [&partitions=N][&replication_factor=N][&session_timeout_ms=N][&connect_timeout_ms=N]
 // [&security_protocol=P][&sasl_mechanism=M][&sasl_username=U][&sasl_password=S]
-// [&rdkafka.NAME=VALUE…]" (the group may be left out for a Publisher). The security
-// parameters and each "rdkafka." parameter become Options::properties
-// (security.protocol, sasl.mechanisms, sasl.username, sasl.password, NAME). Values are
-// percent-decoded. redact_uri() hides the value of every parameter whose name holds
-// "password", "secret" or "token" (secret_name()). Errors are kInvalidArgument.
+// [&tls=1][&tls_ca=PATH][&tls_cert=PATH&tls_key=PATH][&tls_key_password=S][&tls_insecure=1]
+// [&rdkafka.NAME=VALUE…]" (the group may be left out for a Publisher) into
+// Options::properties: sasl.mechanisms, sasl.username, sasl.password; the TLS
+// parameters (idem/backend/tls_options.hpp) as ssl.ca.location, ssl.certificate.location,
+// ssl.key.location, ssl.key.password, with the certificate and the host name checked
+// (enable.ssl.certificate.verification, ssl.endpoint.identification.algorithm=https)
+// unless tls_insecure=1; security.protocol as given, or else from the others: SSL with
+// TLS, SASL_PLAINTEXT with a SASL mechanism, SASL_SSL with both (one given that
+// disagrees with them is refused); then each "rdkafka.NAME" as NAME, last, so it
+// overrides. Values are percent-decoded. redact_uri() hides the value of every
+// parameter whose name holds "password", "secret" or "token" (secret_name()). Errors
+// are kInvalidArgument.
 StatusOr<Options> parse_uri(std::string_view uri);
 
 // Checks that a broker answers within connect_timeout, creates the topic, retry and
