@@ -29,7 +29,11 @@ cmake_targets=()
 for t in "${targets[@]}"; do cmake_targets+=("fuzz_$t"); done
 launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
-cmake -S "$IDEM_ROOT" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ "${launcher[@]}" \
+generator=()
+[[ -f $dir/CMakeCache.txt ]] || generator=(-G Ninja)
+# -O1 -g1: libFuzzer's usual level, and line tables are what a crash's stack needs.
+cmake -S "$IDEM_ROOT" -B "$dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" -DCMAKE_CXX_COMPILER=clang++ "${launcher[@]}" \
   -DIDEM_FUZZ=ON -DIDEM_BUILD_TESTS=OFF -DIDEM_BUILD_TOOLS=OFF -DIDEM_BUILD_EXAMPLES=OFF -DIDEM_BUILD_BENCH=OFF >/dev/null
 cmake --build "$dir" -j "$(nproc)" --target "${cmake_targets[@]}"
 
