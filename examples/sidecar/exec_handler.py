@@ -2,9 +2,13 @@
 """A handler behind `idem consume --handler 'exec:python3 exec_handler.py LOG'`.
 
 idem starts one such process per worker and writes one JSON line per message to its
-stdin: {"id", "key", "version", "event", "attempt", "body"} ("body_base64" instead of
-"body" when the body is not UTF-8). It answers with one line:
-{"status": "ok"|"fail"|"retry"|"reject", "delay_ms": N, "result": ..., "error": ...}.
+stdin: {"id", "key", "version", "event", "attempt", "deadline_ms", "body"}
+("body_base64" instead of "body" when the body is not UTF-8; "deadline_ms" is when, in
+Unix ms, idem stops waiting and kills this process). It answers with one line naming
+the same id: {"id": ..., "status": "ok"|"fail"|"retry"|"reject", "delay_ms": N,
+"result": ..., "error": ...}. stdout carries answers only: print anything else to
+stderr (idem skips a line that is not JSON, and replaces a process whose answer names
+another id).
 
 The same behaviour as handler.py: "ID ATTEMPT" appended to LOG per call; {"fail":
 true} fails the first attempt, {"busy": true} retries it after a second, {"reject":
@@ -12,7 +16,9 @@ true} rejects; a body that is not UTF-8 is ok with {"handled": ID, "bytes": N};
 anything else is ok with the result {"handled": ID}, after
 {"sleep_ms": N} milliseconds if the body says so. And {"crash":
 true} makes the process exit on the first attempt without answering: idem fails
-that message (it is retried) and starts a new process.
+that message (it is retried) and starts a new process. Two misbehaviours for the
+tests: {"debug": true} prints a stray line to stdout before the answer, and
+{"wrong_id": true} answers for another id the first time the message comes.
 """
 import base64
 import json
@@ -39,15 +45,34 @@ def answer(request):
     return {"status": "ok", "result": {"handled": request["id"]}}
 
 
+def named(request, reply):
+    """reply, naming the request's id as the request did (id or id_base64)."""
+    key = "id" if "id" in request else "id_base64"
+    return {key: request[key], **reply}
+
+
+def misbehave(request, log):
+    """The id to answer for: another one the first time a {"wrong_id": true} comes."""
+    body = request.get("body", "")
+    if '"debug"' in body:
+        sys.stdout.write(f"debug: got {request['id']}\n")
+    marker = f"{log}.answered-wrong-{request.get('id', '')}"
+    if '"wrong_id"' in body and not os.path.exists(marker):
+        open(marker, "w").close()
+        return {**request, "id": "someone-else"}
+    return request
+
+
 def main():
     log = sys.argv[1]
     for line in sys.stdin:
         request = json.loads(line)
         with open(log, "a") as f:
-            f.write(f"{request['id']} {request['attempt']}\n")
+            f.write(f"{request.get('id', request.get('id_base64'))} {request['attempt']}\n")
         if '"crash"' in request.get("body", "") and request["attempt"] == 1:
             os._exit(3)
-        sys.stdout.write(json.dumps(answer(request)) + "\n")
+        reply = named(misbehave(request, log), answer(request))
+        sys.stdout.write(json.dumps(reply) + "\n")
         sys.stdout.flush()
 
 

@@ -1,6 +1,7 @@
 // `idem consume --handler` against a real Redis and the handlers of examples/sidecar:
 // each decides by the handler's answer and never calls it for a duplicate; a missing
-// field is a bad message; an exec: child that dies is restarted; /metrics and
+// field is a bad message; an exec: child that dies is restarted and its answers are
+// paired by id; /metrics and
 // /healthz answer while it runs.
 #include <httplib.h>
 
@@ -44,13 +45,33 @@ TEST_P(Sidecar, FieldsComeFromPointersAndAMissingOneIsABadMessage) {
 
 // An exec: child that exits without answering fails its message, which is retried
 // by a new child.
-TEST_F(ExecSidecar, AChildThatDiesIsReplacedAndItsMessageRetried) {  publish({R"({"id":"c-1","crash":true})", R"({"id":"c-2"})"});
+TEST_F(ExecSidecar, AChildThatDiesIsReplacedAndItsMessageRetried) {
+  publish({R"({"id":"c-1","crash":true})", R"({"id":"c-2"})"});
   const std::string out = consume({"--workers", "1"});
   EXPECT_TRUE(has(out, R"("id":"c-1","action":"retry","reason":"handler_failed","delay_ms":100,"detail":"the handler process exited)"))
       << out;
   EXPECT_TRUE(has(out, R"("id":"c-1","action":"ack","reason":"processed")")) << out;
   EXPECT_TRUE(has(out, R"("id":"c-2","action":"ack","reason":"processed")")) << out;
   EXPECT_EQ(calls(handler_->log()).at("c-1"), (std::vector<int>{1, 2}));
+}
+
+// Answers are paired by the id they name, not by their place: a stray line on stdout
+// is skipped (and shown on stderr), and an answer for another id replaces the child
+// and sends the message once more. Every message ends with its own answer.
+TEST_F(ExecSidecar, AnswersArePairedByTheirIdNotByTheirPlace) {
+  publish({R"({"id":"d-1","debug":true})", R"({"id":"d-2"})", R"({"id":"w-1","wrong_id":true})", R"({"id":"w-2"})"});
+  const std::string out = consume({"--workers", "1"});
+  for (const char* id : {"d-1", "d-2", "w-1", "w-2"}) {
+    const std::string own = std::string(R"("id":")") + id +
+                            R"(","action":"ack","reason":"processed","result":"{\"handled\":\")" + id + R"(\"}")";
+    EXPECT_TRUE(has(out, own)) << id << " did not end with its own answer\n" << out;
+  }
+  EXPECT_TRUE(has(out, "the exec handler wrote a line that is not an answer: debug: got d-1")) << out;
+  EXPECT_FALSE(has(out, R"("action":"retry")")) << "nothing failed: " << out;
+  const auto c = calls(handler_->log());
+  EXPECT_EQ(c.at("d-1"), std::vector<int>{1});
+  EXPECT_EQ(c.at("w-1"), (std::vector<int>{1, 1})) << "sent once more, to a new child, within the same attempt";
+  EXPECT_EQ(c.at("w-2"), std::vector<int>{1});
 }
 
 // A handler three times slower than the lease, two consumers of the group: the

@@ -1,15 +1,18 @@
 // `--handler exec:COMMAND`: one long-lived child per worker, a JSON line in on its
-// stdin per message, a JSON line out on its stdout per answer.
+// stdin per message, a JSON line out on its stdout per answer, naming the message's id.
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -107,23 +110,37 @@ void put_text(nlohmann::ordered_json& r, const std::string& name, const std::str
   }
 }
 
-// The request line for m.
-std::string request_line(const json::Message& m, const HandlerContext& ctx) {
+// The request line for m; `deadline_ms`: Unix ms after which idem stops waiting for
+// the answer and kills the child.
+std::string request_line(const json::Message& m, const HandlerContext& ctx, std::int64_t deadline_ms) {
   nlohmann::ordered_json r;
   put_text(r, "id", m.id);
   if (!m.key.empty()) put_text(r, "key", m.key);
   if (m.version > 0) r["version"] = m.version;
   if (!m.event.empty()) put_text(r, "event", m.event);
   r["attempt"] = ctx.attempt();
+  r["deadline_ms"] = deadline_ms;
   put_text(r, "body", m.body);
   return r.dump() + "\n";
 }
 
-// The result of one answer line.
-HandlerResult answer(const std::string& line, std::size_t max_result_bytes) {
-  const auto a = nlohmann::json::parse(line, nullptr, false);
-  const std::string status = a.is_object() && a.contains("status") && a["status"].is_string() ? a["status"] : "";
-  const std::string error = a.is_object() && a.contains("error") && a["error"].is_string() ? a["error"] : "";
+// The id an answer names ("id", or "id_base64" decoded back to the base64 request
+// form); nullopt when it names none.
+std::optional<std::string> answered_id(const nlohmann::json& a) {
+  if (a.contains("id") && a["id"].is_string()) return a["id"].get<std::string>();
+  if (a.contains("id_base64") && a["id_base64"].is_string()) return "base64:" + a["id_base64"].get<std::string>();
+  return std::nullopt;
+}
+
+// m's id as answered_id() gives it.
+std::string request_id(const json::Message& m) {
+  return external::valid_utf8(m.id) ? m.id : "base64:" + external::base64(m.id);
+}
+
+// The result of one answer `a` (a JSON object).
+HandlerResult answer(const nlohmann::json& a, const std::string& line, std::size_t max_result_bytes) {
+  const std::string status = a.contains("status") && a["status"].is_string() ? a["status"] : "";
+  const std::string error = a.contains("error") && a["error"].is_string() ? a["error"] : "";
   if (status == "ok") {
     if (!a.contains("result") || a["result"].is_null()) return HandlerResult::ok();
     const std::string result = a["result"].is_string() ? a["result"].get<std::string>() : a["result"].dump();
@@ -143,21 +160,59 @@ class ExecHandler final : public ExternalHandler {
  public:
   ExecHandler(std::string command, ExternalHandlerOptions o) : command_(std::move(command)), o_(o) {}
 
+  // An answer that names another id (or none) means the child is out of step: it is
+  // replaced and the message sent once more, to the new child.
   HandlerResult call(const json::Message& m, HandlerContext& ctx) override {
-    auto child = take();
-    if (!child.ok()) return HandlerResult::fail("cannot start the handler: " + child.status().message());
-    if (!(*child)->send(request_line(m, ctx))) return HandlerResult::fail("the handler process exited");
-    StatusOr<std::string> line = (*child)->receive(o_.timeout);
-    if (!line.ok()) {
+    const auto deadline = std::chrono::steady_clock::now() + o_.timeout;
+    const std::int64_t deadline_ms = to_unix_ms(std::chrono::system_clock::now() + o_.timeout);
+    std::string out_of_step;
+    for (int round = 0; round < 2; ++round) {
+      auto child = take();
+      if (!child.ok()) return HandlerResult::fail("cannot start the handler: " + child.status().message());
+      if (!(*child)->send(request_line(m, ctx, deadline_ms))) return HandlerResult::fail("the handler process exited");
+      Reply reply = read_answer(**child, m, deadline);
+      if (reply.in_step) {
+        give_back(std::move(*child));
+        return answer(reply.json, reply.line, o_.max_result_bytes);
+      }
       (*child)->kill_now();
-      return HandlerResult::fail(line.status().message() + "; the handler process is restarted");
+      if (!reply.failure.empty()) return HandlerResult::fail(reply.failure + "; the handler process is restarted");
+      out_of_step = reply.line;
     }
-    HandlerResult r = answer(*line, o_.max_result_bytes);
-    give_back(std::move(*child));  // a child whose answer failed to parse is still in step: one line each way
-    return r;
+    return HandlerResult::fail("the handler answered for another id (" + external::head(out_of_step) +
+                               ") twice; its process is restarted");
   }
 
  private:
+  struct Reply {
+    bool in_step = false;   // json is this message's answer
+    nlohmann::json json;
+    std::string line;       // the answer, or the line that named another id
+    std::string failure;    // no answer in time, or the child exited
+  };
+
+  // Reads lines until this message's answer. A line that is not a JSON object is not
+  // an answer (a stray print): it is copied to stderr and skipped.
+  Reply read_answer(Child& child, const json::Message& m, std::chrono::steady_clock::time_point deadline) {
+    for (;;) {
+      const auto left = std::chrono::duration_cast<Duration>(deadline - std::chrono::steady_clock::now());
+      StatusOr<std::string> line = child.receive(std::max(left, Duration(0)));
+      if (!line.ok()) {
+        const bool late = line.status().message().starts_with("no answer");
+        return {.failure = late ? "the handler timed out after " + std::to_string(o_.timeout.count()) + " ms"
+                                : line.status().message()};
+      }
+      auto a = nlohmann::json::parse(*line, nullptr, false);
+      if (!a.is_object()) {
+        std::fprintf(stderr, "idem consume: the exec handler wrote a line that is not an answer: %s\n",
+                     external::head(*line).c_str());
+        continue;
+      }
+      if (answered_id(a) != request_id(m)) return {.line = std::move(*line)};
+      return {.in_step = true, .json = std::move(a), .line = std::move(*line)};
+    }
+  }
+
   StatusOr<std::unique_ptr<Child>> take() {
     {
       std::lock_guard lock(mu_);

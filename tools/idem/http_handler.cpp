@@ -62,14 +62,22 @@ class HttpHandler final : public ExternalHandler {
   HttpHandler(std::string base, std::string path, ExternalHandlerOptions o)
       : base_(std::move(base)), path_(std::move(path)), o_(o) {}
 
+  // Idem-Deadline (Unix ms) is when idem stops waiting and closes the connection: a
+  // service that stops by then never runs a message while idem calls it again.
   HandlerResult call(const json::Message& m, HandlerContext& ctx) override {
     std::unique_ptr<httplib::Client> c = take();
-    httplib::Headers h{{"Idem-Id", header_value(m.id)}, {"Idem-Attempt", std::to_string(ctx.attempt())}};
+    const auto start = std::chrono::steady_clock::now();
+    const std::int64_t deadline_ms = to_unix_ms(TimePoint(std::chrono::system_clock::now()) + o_.timeout);
+    httplib::Headers h{{"Idem-Id", header_value(m.id)},
+                       {"Idem-Attempt", std::to_string(ctx.attempt())},
+                       {"Idem-Deadline", std::to_string(deadline_ms)}};
     if (!m.key.empty()) h.emplace("Idem-Key", header_value(m.key));
     if (m.version > 0) h.emplace("Idem-Version", std::to_string(m.version));
     if (!m.event.empty()) h.emplace("Idem-Event", header_value(m.event));
     const char* type = m.doc.is_null() ? "application/octet-stream" : "application/json";
     httplib::Result r = c->Post(path_, h, m.body, type);
+    if (!r && r.error() == httplib::Error::Read && std::chrono::steady_clock::now() - start >= o_.timeout)
+      return HandlerResult::fail("the handler timed out after " + std::to_string(o_.timeout.count()) + " ms");
     if (!r) return HandlerResult::fail("the handler could not be reached: " + httplib::to_string(r.error()));
     HandlerResult out = answer(*r, o_.max_result_bytes);
     give_back(std::move(c));
