@@ -505,7 +505,8 @@ TEST(KafkaTls, TheBrokersCertificateAndAddressAreVerifiedUnlessInsecure) {
   const auto& t = broker().tls_files();
   const std::string topic = fresh("verify");
   publish(topic, 1);
-  expect_refused(tls_uri(broker().alt_bootstraps(), topic, "group=g&tls_ca=" + t.other_ca), "certificate verify failed");
+  expect_refused(tls_uri(broker().alt_bootstraps(), topic, "group=g&tls_ca=" + t.other_ca),
+                 "certificate verify failed");
   expect_refused(tls_uri(broker().alt_bootstraps(), topic, "group=g&tls=1"), "certificate verify failed");
   expect_refused(tls_uri(broker().alt_bootstraps(), topic, "group=g&tls_ca=" + t.ca), "127.0.0.2");
   expect_refused(tls_uri(broker().bootstraps(), topic, "group=g&tls_ca=" + t.ca), "SSL");

@@ -128,7 +128,8 @@ Status check_reachable(rd_kafka_t* rk, const Options& o) {
       return ok_status();
     }
     auto [last, refusal] = reported_errors(rk);
-    if (!refusal.empty()) return failed_precondition("kafka: " + broker_list(o) + " refused the connection: " + refusal);
+    if (!refusal.empty())
+      return failed_precondition("kafka: " + broker_list(o) + " refused the connection: " + refusal);
     if (left <= kSlice) {
       return unavailable("kafka: no broker of " + broker_list(o) + " answered within " +
                          std::to_string(o.connect_timeout.count()) + " ms (" +
