@@ -40,9 +40,10 @@ class FrontLocation final : public StoreLocation {
   fs::path dir_;
 };
 
-StoreFactory front_factory(std::string name, bloom::Options filter) {
+StoreFactory front_factory(std::string name, bloom::Options filter, bool variant = false) {
   StoreFactory f;
   f.name = std::move(name);
+  f.variant = variant;
   f.capabilities.durable = true;
   f.capabilities.shared = false;
   f.capabilities.probabilistic = false;  // positives are confirmed by the durable store
@@ -53,7 +54,7 @@ StoreFactory front_factory(std::string name, bloom::Options filter) {
 }
 
 INSTANTIATE_TEST_SUITE_P(BloomRocksDB, StoreConformance,
-                         ::testing::Values(front_factory("default_filter", {.capacity = 100'000, .fp = 0.001}),
+                         ::testing::Values(front_factory("default_filter", {.capacity = 100'000, .fp = 0.001}, true),
                                            // 1000 ids per filter at 30%: many false positives
                                            front_factory("leaky_filter",
                                                          {.capacity = 1000, .fp = 0.3, .generations = 1})),

@@ -80,6 +80,9 @@ struct FactoryCapabilities {
 struct StoreFactory {
   std::string name;  // test-name suffix: letters, digits and '_' only
   FactoryCapabilities capabilities;
+  // A tuning of a store that another factory of the same store already covers (a small
+  // cache, one stripe): the differential test runs a quarter of its traces on it.
+  bool variant = false;
   // Returns a new, empty location. Called once per test.
   std::function<std::unique_ptr<StoreLocation>()> new_location;
   // Returns the live record of id at `now` (as Store::inspect), for an id whose every

@@ -42,9 +42,10 @@ class RocksLocation final : public StoreLocation {
   fs::path dir_;
 };
 
-StoreFactory rocksdb_factory(std::string name, rocksdb::Options base) {
+StoreFactory rocksdb_factory(std::string name, rocksdb::Options base, bool variant = false) {
   StoreFactory f;
   f.name = std::move(name);
+  f.variant = variant;
   f.capabilities.durable = true;
   f.capabilities.shared = false;  // RocksDB's LOCK file admits one handle at a time
   f.capabilities.probabilistic = false;
@@ -72,8 +73,8 @@ rocksdb::Options tiny_entity_cache() {
 
 INSTANTIATE_TEST_SUITE_P(RocksDB, StoreConformance,
                          ::testing::Values(rocksdb_factory("defaults", {}),
-                                           rocksdb_factory("one_stripe", one_stripe_small_memtable()),
-                                           rocksdb_factory("tiny_entity_cache", tiny_entity_cache())),
+                                           rocksdb_factory("one_stripe", one_stripe_small_memtable(), true),
+                                           rocksdb_factory("tiny_entity_cache", tiny_entity_cache(), true)),
                          factory_name);
 
 }  // namespace
