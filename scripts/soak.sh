@@ -180,19 +180,22 @@ publish_loop() {
   done
 }
 
-# The handler: a shell loop that answers ok, after appending the message's line to the
-# process's handled.N (so that an id whose decision line died with a SIGKILLed process
-# is told apart from one that never ran). With --handler-hang-after N, once about N
-# messages are answered every child stops answering (reads its input until idem closes it).
+# The handler: a shell loop that answers ok for the request's id (the soak's ids are
+# plain text, so the id is the text after the request's first "id":"), after appending
+# the message's line to the process's handled.N (so that an id whose decision line died
+# with a SIGKILLed process is told apart from one that never ran). With
+# --handler-hang-after N, once about N messages are answered every child stops answering
+# (reads its input until idem closes it).
 if ((hang_after > 0)); then
   handler='n=0; exec 3>>"$SOAK_HANDLED"; while read -r line; do
     if [ -e "$SOAK_HANG" ]; then exec cat >/dev/null; fi
     printf "%s\n" "$line" >&3; n=$((n + 1))
     if [ $n -ge '$(((hang_after + workers - 1) / workers))' ]; then : >"$SOAK_HANG"; fi
-    echo "{\"status\":\"ok\"}"; done'
+    id=${line#*\"id\":\"}; echo "{\"id\":\"${id%%\"*}\",\"status\":\"ok\"}"; done'
 else
   handler='exec 3>>"$SOAK_HANDLED"
-    while read -r line; do printf "%s\n" "$line" >&3; echo "{\"status\":\"ok\"}"; done'
+    while read -r line; do printf "%s\n" "$line" >&3
+      id=${line#*\"id\":\"}; echo "{\"id\":\"${id%%\"*}\",\"status\":\"ok\"}"; done'
 fi
 
 # As a sidecar in front of the handler, so that the database holds idem's records
