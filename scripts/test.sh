@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Quick start, command 2: install what is missing, build, run the end-to-end half of the
-# test suite in an optimised build (RelWithDebInfo, what users run) and a two-minute
-# soak of `idem consume` (scripts/soak.sh), then every test but the kill, partition,
-# torture and broker-scenario ones under ASan+UBSan, then the threaded parts under TSan,
-# then fuzzes every parser of outside input for 20 s per target (scripts/fuzz.sh,
-# clang, its own build tree); every test runs in at least one of them. Each step prints
-# its time. CI's hard limit is 90 minutes on 2 CPUs; the whole run is kept within 60
-# (the measured figures are in docs/CONTRIBUTING.md).
+# Quick start, command 2: install what is missing, build, then run, each step printing
+# its time: the kill, partition, torture and broker-scenario tests in an optimised
+# build (RelWithDebInfo, what users run) and a two-minute soak of `idem consume`
+# (scripts/soak.sh); every other test under ASan+UBSan; the threaded parts under TSan;
+# 20 s of fuzzing per parser of outside input (scripts/fuzz.sh, clang, its own build
+# tree). Every test runs in at least one suite. CI's hard limit is 90 minutes on 2
+# CPUs; the whole run is kept within 60 (the measured figures are in
+# docs/CONTRIBUTING.md).
 #   IDEM_TEST_SANITIZERS=0 scripts/test.sh   every test in the optimised build only (local use)
 #   IDEM_TEST_FUZZ=0 scripts/test.sh         without the fuzzing step
 # Each suite prints how many of its tests were skipped; under CI (or with
@@ -43,15 +43,17 @@ start=$SECONDS
 bash "$IDEM_ROOT/scripts/broker.sh" fetch kafka
 bash "$IDEM_ROOT/scripts/broker.sh" fetch pulsar
 # Optimised and without sanitizers (what users run), line tables only (-g1), which is
-# what a failing test's stack needs: the tests of the stores against their servers, the
-# brokers, the `idem` command end to end, kills, partitions, crash points, faults and
-# soak-like runs, where speed and timing matter. The in-process tests (labels unit,
-# conformance, ordering, statemachine, replay, threads) run in the sanitizer suites
-# below instead, which check more on the same code; they are not built here.
-in_process="conformance;unit;ordering;statemachine;replay;threads"
-[[ ${IDEM_TEST_SANITIZERS:-1} != 0 ]] || in_process=""  # no sanitizer suites: all here
-run_suite release "" "${in_process//;/|}" -DIDEM_BUILD_EXAMPLES=ON "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG" \
-  "-DIDEM_TEST_EXCLUDED_LABELS=$in_process"
+# what a failing test's stack needs: the tests where speed and timing matter most, the
+# crash torture, the end-to-end kill and partition tests of `idem consume` on each
+# broker and the broker scenarios (labels torture, kills, partitions, scenarios). Every other test (the in-process tests, the
+# stores against their servers, the adapters, the idem command) runs under ASan+UBSan
+# below, which checks more on the same code; neither suite builds the other's binaries.
+heavy="torture;kills;partitions;scenarios"
+release_args=(-DIDEM_BUILD_EXAMPLES=OFF "-DIDEM_TEST_LABELS=$heavy" -DIDEM_TEST_EXCLUDED_LABELS=)
+if [[ ${IDEM_TEST_SANITIZERS:-1} == 0 ]]; then  # no sanitizer suites: every test here
+  heavy="" release_args=(-DIDEM_BUILD_EXAMPLES=ON -DIDEM_TEST_LABELS= -DIDEM_TEST_EXCLUDED_LABELS=)
+fi
+run_suite release "${heavy//;/|}" "" "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG" "${release_args[@]}"
 # Two minutes of scripts/soak.sh on Redis Streams with the release build: memory,
 # descriptors and the store's records stay flat under a steady rate and SIGKILLs.
 soak_start=$SECONDS
@@ -61,15 +63,11 @@ echo "== idem tests: soak passed in $((SECONDS - soak_start)) s =="
 if [[ "${IDEM_TEST_SANITIZERS:-1}" != 0 ]]; then
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
   export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
-  # Every test under ASan+UBSan but the crash torture, the end-to-end kill and
-  # partition tests of `idem consume` on each broker and the broker scenarios (labels
-  # torture, kills, partitions, scenarios), which run in the release suite: under ASan
-  # they re-test the same code paths at several times the cost (minutes per broker),
-  # which CI's time budget does not have. The adapters' own tests and the idem
-  # command's run under ASan.
-  # Their binaries are not built there either (IDEM_TEST_EXCLUDED_LABELS).
+  # Every test under ASan+UBSan but those of the release suite (above), whose binaries
+  # are not built here either: under ASan they would re-test the same code paths at
+  # several times the cost (minutes per broker), which CI's time budget does not have.
   run_suite asan "" "torture|kills|partitions|scenarios" -DIDEM_SANITIZE=address,undefined -DIDEM_BUILD_EXAMPLES=ON \
-    "-DIDEM_TEST_EXCLUDED_LABELS=torture;kills;partitions;scenarios"
+    "-DIDEM_TEST_EXCLUDED_LABELS=torture;kills;partitions;scenarios" -DIDEM_TEST_LABELS=
   # TSan on the code whose threads idem owns: the middleware, the conformance suite
   # (its concurrent claims), the stores' own thread tests, and the binaries labelled
   # "threads" (ordering and state machines under two threads), over memory: and
