@@ -56,28 +56,48 @@ inline void PrintTo(const Kind& k, std::ostream* os) { *os << k.name; }
 
 class Handler {
  public:
-  Handler(const Kind& kind, const std::string& dir) : log_(dir + "/calls.log") {
+  Handler(const Kind& kind, const std::string& dir) : kind_(kind), dir_(dir), log_(dir + "/calls.log") {
     if (!kind.http) {
       spec_ = "exec:python3 " + std::string(IDEM_SIDECAR_EXAMPLES) + "/exec_handler.py " + log_;
       return;
     }
-    const std::string out = dir + "/handler.out";
-    const std::string script = std::string(IDEM_SIDECAR_EXAMPLES) + (std::string(kind.name) == "node" ? "/handler.js" : "/handler.py");
-    pid_ = test_support::spawn({std::string(kind.name) == "node" ? "node" : "python3", script, log_, "0"}, out);
-    for (int i = 0; i < 200 && spec_.empty(); ++i) {
-      const std::string text = read_text(out);
-      if (const auto at = text.find("PORT="); at != std::string::npos && text.find('\n', at) != std::string::npos)
-        spec_ = "http://127.0.0.1:" + text.substr(at + 5, text.find('\n', at) - at - 5) + "/orders";
-      std::this_thread::sleep_for(50ms);
-    }
+    serve("0");
   }
-  ~Handler() { test_support::reap(pid_, SIGTERM); }
+  ~Handler() { stop(); }
+
+  // An HTTP service: stops it (SIGTERM), or starts it again on the same port.
+  void stop() {
+    test_support::reap(pid_, SIGTERM);
+    pid_ = -1;
+  }
+  void start_again() { serve(port_); }
 
   const std::string& spec() const { return spec_; }
   const std::string& log() const { return log_; }
 
  private:
-  std::string log_, spec_;
+  // Starts the service on `port` ("0": any free one); spec_ stays empty if it did not
+  // say its port.
+  void serve(const std::string& port) {
+    const std::string out = dir_ + "/handler.out";
+    std::remove(out.c_str());
+    const std::string script =
+        std::string(IDEM_SIDECAR_EXAMPLES) + (std::string(kind_.name) == "node" ? "/handler.js" : "/handler.py");
+    pid_ = test_support::spawn({std::string(kind_.name) == "node" ? "node" : "python3", script, log_, port}, out);
+    spec_.clear();
+    for (int i = 0; i < 200 && spec_.empty(); ++i) {
+      const std::string text = read_text(out);
+      if (const auto at = text.find("PORT="); at != std::string::npos && text.find('\n', at) != std::string::npos) {
+        port_ = text.substr(at + 5, text.find('\n', at) - at - 5);
+        spec_ = "http://127.0.0.1:" + port_ + "/orders";
+      }
+      std::this_thread::sleep_for(50ms);
+    }
+  }
+
+  const Kind kind_;
+  const std::string dir_, log_;
+  std::string spec_, port_;
   pid_t pid_ = -1;
 };
 

@@ -155,6 +155,75 @@ TEST_F(PythonSidecar, ServesMetricsAndHealthWhileItRuns) {
   EXPECT_EQ(wait_exit(pid, 30s), 0) << read_text(dir_.sub("consume.log"));
 }
 
+// A service that is down for longer than every message's retries would take (a
+// deploy) pauses the consumer instead: no message spends a retry or is dead-lettered,
+// each is handled once the service is back, and the pause shows on stderr, on /readyz
+// and in /metrics.
+TEST_F(PythonSidecar, AServiceThatIsDownPausesTheConsumerInsteadOfSpendingRetries) {
+  constexpr int kOrders = 60, kWorkers = 2;
+  std::vector<std::string> orders;
+  for (int i = 0; i < kOrders; ++i) orders.push_back(R"({"id":"d-)" + std::to_string(i) + R"(","sleep_ms":40})");
+  publish(orders);
+  const int port = test_support::free_port();
+  // Two retries 100 ms apart: without the pause, the outage would dead-letter every
+  // message it meets within a second.
+  const pid_t pid = spawn_idem({"consume", "--source", stream() + "?group=g", "--store", "sqlite:" + dir_.sub("db"),
+                                "--handler", handler_->spec(), "--workers", std::to_string(kWorkers),
+                                "--max-retries", "2", "--backoff-ms", "100", "--lease-ms", "3000",
+                                "--metrics-listen", "127.0.0.1:" + std::to_string(port)},
+                               dir_.sub("consume.log"));
+  auto calls_made = [&] {
+    std::size_t n = 0;
+    for (const auto& [id, attempts] : calls(handler_->log())) n += attempts.size();
+    return n;
+  };
+  for (int i = 0; i < 400 && calls_made() < 10; ++i) std::this_thread::sleep_for(25ms);
+  ASSERT_GE(calls_made(), 10u) << read_text(dir_.sub("consume.log"));
+  handler_->stop();
+  const auto down = std::chrono::steady_clock::now();
+  httplib::Client client("127.0.0.1", port);
+  std::string ready, metrics;
+  for (int i = 0; i < 200 && !has(metrics, "idem_handler_paused 1"); ++i) {
+    std::this_thread::sleep_for(50ms);
+    if (auto r = client.Get("/metrics"); r) metrics = r->body;
+  }
+  if (auto r = client.Get("/readyz"); r) ready = std::to_string(r->status) + " " + r->body;
+  EXPECT_TRUE(has(metrics, "idem_handler_paused 1")) << metrics;
+  EXPECT_TRUE(has(ready, "503 paused: the handler is unavailable")) << ready;
+  std::this_thread::sleep_for(6s - (std::chrono::steady_clock::now() - down));
+  handler_->start_again();
+  ASSERT_FALSE(handler_->spec().empty()) << "the service did not start again";
+  // Decision lines reach the log when idem exits (a file is block-buffered): /metrics
+  // counts them while it runs.
+  const std::string all_done = R"(idem_decisions_total{reason="processed"} )" + std::to_string(kOrders) + "\n";
+  for (int i = 0; i < 600 && !has(metrics, all_done); ++i) {
+    std::this_thread::sleep_for(50ms);
+    if (auto r = client.Get("/metrics"); r) metrics = r->body;
+  }
+  if (auto r = client.Get("/readyz"); r) ready = std::to_string(r->status) + " " + r->body;
+  if (auto r = client.Get("/metrics"); r) metrics = r->body;
+  kill(pid, SIGTERM);
+  EXPECT_EQ(wait_exit(pid, 30s), 0);
+  const std::string out = read_text(dir_.sub("consume.log"));
+  EXPECT_EQ(ready, "200 ok\n");
+  EXPECT_TRUE(has(metrics, "idem_handler_paused 0")) << metrics;
+  EXPECT_TRUE(has(metrics, "idem_handler_pauses_total 1")) << metrics;
+  EXPECT_FALSE(has(metrics, "idem_handler_unavailable_calls_total 0")) << metrics;
+  EXPECT_TRUE(has(out, "the handler is unavailable (the handler could not be reached: Connection)")) << out;
+  EXPECT_TRUE(has(out, "the handler answers again, after")) << out;
+  EXPECT_FALSE(has(out, R"("action":"dead_letter")")) << out;
+  // Only the calls that the stopping service cut short (the request sent, the
+  // connection then closed: "Read") failed and were retried, none that it refused.
+  std::size_t retried = 0;
+  for (int i = 0; i < kOrders; ++i) {
+    const std::string id = "d-" + std::to_string(i);
+    EXPECT_TRUE(has(out, R"("id":")" + id + R"(","action":"ack","reason":"processed")")) << id << "\n" << out;
+    retried += has(out, R"("id":")" + id + R"(","action":"retry")");
+  }
+  EXPECT_FALSE(has(out, "could not be reached: Connection\"}")) << out;
+  EXPECT_LT(retried, static_cast<std::size_t>(kOrders / 10)) << out;
+}
+
 // examples/sidecar/handler.py behind TLS, with the server certificate of tls_files.
 class HttpsSidecar : public SidecarBase {
  protected:

@@ -24,7 +24,9 @@ namespace {
 // One child process and the two ends of its pipes.
 class Child {
  public:
-  // Starts /bin/sh -c command with its stdin and stdout on pipes; stderr is ours.
+  // Starts /bin/sh -c command with its stdin and stdout on pipes; stderr is ours. The
+  // child leads a process group of its own, so that killing it kills what the shell
+  // started too (a killed shell whose program ran on would overlap the next call).
   static StatusOr<std::unique_ptr<Child>> start(const std::string& command) {
     int in[2], out[2];
     if (pipe2(in, O_CLOEXEC) != 0) return unavailable("pipe failed");
@@ -34,6 +36,7 @@ class Child {
     }
     const pid_t pid = fork();
     if (pid == 0) {
+      setpgid(0, 0);
       dup2(in[0], 0);
       dup2(out[1], 1);
       execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
@@ -44,6 +47,7 @@ class Child {
       close(in[1]), close(out[0]);
       return unavailable("fork failed");
     }
+    setpgid(pid, pid);  // also here: whichever runs first, the group exists before a kill
     return std::unique_ptr<Child>(new Child(pid, in[1], out[0]));
   }
 
@@ -52,13 +56,14 @@ class Child {
     close(from_);
     for (int i = 0; i < 50 && waitpid(pid_, nullptr, WNOHANG) == 0; ++i) usleep(10'000);
     if (waitpid(pid_, nullptr, WNOHANG) == 0) {
-      kill(pid_, SIGKILL);
+      kill_now();
       waitpid(pid_, nullptr, 0);
     }
   }
 
-  // Ends a child that did not answer in time (the destructor then reaps it).
-  void kill_now() { kill(pid_, SIGKILL); }
+  // Ends a child that did not answer in time, with its process group (the destructor
+  // then reaps it).
+  void kill_now() { kill(-pid_, SIGKILL); }
 
   // Writes one line; false if the child is gone.
   bool send(const std::string& line) {
@@ -72,9 +77,8 @@ class Child {
     return true;
   }
 
-  // Reads one line within `timeout`: the line, or an error saying why not.
-  StatusOr<std::string> receive(Duration timeout) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
+  // Reads one line by `deadline`: the line, or an error saying why not.
+  StatusOr<std::string> receive(std::chrono::steady_clock::time_point deadline) {
     for (;;) {
       if (const std::size_t nl = buffered_.find('\n'); nl != std::string::npos) {
         std::string line = buffered_.substr(0, nl);
@@ -82,7 +86,7 @@ class Child {
         return line;
       }
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0) return unavailable("no answer within " + std::to_string(timeout.count()) + " ms");
+      if (left.count() <= 0) return unavailable("no answer by the deadline");
       pollfd p{from_, POLLIN, 0};
       if (poll(&p, 1, static_cast<int>(left.count())) < 0 && errno != EINTR) return unavailable("poll failed");
       if (p.revents == 0) continue;
@@ -157,30 +161,33 @@ HandlerResult answer(const nlohmann::json& a, const std::string& line, std::size
 }
 
 class ExecHandler final : public ExternalHandler {
+  static constexpr Outcome::Service kSilent = Outcome::Service::kSilent;
+
  public:
   ExecHandler(std::string command, ExternalHandlerOptions o) : command_(std::move(command)), o_(o) {}
 
   // An answer that names another id (or none) means the child is out of step: it is
   // replaced and the message sent once more, to the new child.
-  HandlerResult call(const json::Message& m, HandlerContext& ctx) override {
+  Outcome call(const json::Message& m, HandlerContext& ctx, std::int64_t deadline_ms) override {
     const auto deadline = std::chrono::steady_clock::now() + o_.timeout;
-    const std::int64_t deadline_ms = to_unix_ms(std::chrono::system_clock::now() + o_.timeout);
     std::string out_of_step;
     for (int round = 0; round < 2; ++round) {
       auto child = take();
-      if (!child.ok()) return HandlerResult::fail("cannot start the handler: " + child.status().message());
-      if (!(*child)->send(request_line(m, ctx, deadline_ms))) return HandlerResult::fail("the handler process exited");
+      if (!child.ok()) return {HandlerResult::fail("cannot start the handler: " + child.status().message()), kSilent};
+      if (!(*child)->send(request_line(m, ctx, deadline_ms)))
+        return {HandlerResult::fail("the handler process exited"), kSilent};
       Reply reply = read_answer(**child, m, deadline);
       if (reply.in_step) {
         give_back(std::move(*child));
-        return answer(reply.json, reply.line, o_.max_result_bytes);
+        return {answer(reply.json, reply.line, o_.max_result_bytes)};
       }
       (*child)->kill_now();
-      if (!reply.failure.empty()) return HandlerResult::fail(reply.failure + "; the handler process is restarted");
+      if (!reply.failure.empty())
+        return {HandlerResult::fail(reply.failure + "; the handler process is restarted"), kSilent};
       out_of_step = reply.line;
     }
-    return HandlerResult::fail("the handler answered for another id (" + external::head(out_of_step) +
-                               ") twice; its process is restarted");
+    return {HandlerResult::fail("the handler answered for another id (" + external::head(out_of_step) +
+                                ") twice; its process is restarted")};
   }
 
  private:
@@ -195,12 +202,10 @@ class ExecHandler final : public ExternalHandler {
   // an answer (a stray print): it is copied to stderr and skipped.
   Reply read_answer(Child& child, const json::Message& m, std::chrono::steady_clock::time_point deadline) {
     for (;;) {
-      const auto left = std::chrono::duration_cast<Duration>(deadline - std::chrono::steady_clock::now());
-      StatusOr<std::string> line = child.receive(std::max(left, Duration(0)));
+      StatusOr<std::string> line = child.receive(deadline);
       if (!line.ok()) {
-        const bool late = line.status().message().starts_with("no answer");
-        return {.failure = late ? "the handler timed out after " + std::to_string(o_.timeout.count()) + " ms"
-                                : line.status().message()};
+        const bool late = std::chrono::steady_clock::now() >= deadline;
+        return {.failure = late ? external::timed_out(o_.timeout) : line.status().message()};
       }
       auto a = nlohmann::json::parse(*line, nullptr, false);
       if (!a.is_object()) {

@@ -18,6 +18,10 @@ StatusOr<std::unique_ptr<ExternalHandler>> open_external_handler(std::string_vie
 
 namespace external {
 
+std::string timed_out(Duration timeout) {
+  return "the handler timed out after " + std::to_string(timeout.count()) + " ms";
+}
+
 bool valid_utf8(std::string_view s) {
   for (std::size_t i = 0; i < s.size();) {
     const auto c = static_cast<unsigned char>(s[i]);

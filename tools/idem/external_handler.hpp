@@ -4,6 +4,7 @@
 // answers onto HandlerResult.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -17,8 +18,8 @@
 namespace idem::cli {
 
 struct ExternalHandlerOptions {
-  // ms; how long one call may take before it counts as a failure (and, for exec:, the
-  // child is restarted). Also the lease the call holds: a longer one extends it.
+  // How long one call may take before it counts as a failure (and, for exec:, the
+  // child is replaced): the call's deadline is when it starts plus this.
   Duration timeout{30'000};
   // Bytes of a successful answer's result stored with the record (and returned to
   // duplicates); the rest is cut off. ConsumerOptions::max_result_bytes.
@@ -28,12 +29,29 @@ struct ExternalHandlerOptions {
   TlsOptions tls;
 };
 
+// What one call of the service gave.
+struct Outcome {
+  // Whether the service answered; the pause for an unavailable one (HandlerPause) ends
+  // at an answer, not at a call that timed out or was cut off.
+  enum class Service {
+    kAnswered,
+    kSilent,  // no answer: timed out, connection cut, the exec child exited
+    // Not reached (its connection refused, or not made in time) or said that it is
+    // down (502, 503 or 504, or 429, without Retry-After): nothing happened to the
+    // message, so the call is tried again without spending its retries.
+    kUnavailable,
+  };
+  HandlerResult result;
+  Service service = Service::kAnswered;
+};
+
 class ExternalHandler {
  public:
   virtual ~ExternalHandler() = default;
-  // Calls the handler with m and maps its answer; never throws. Thread-safe: each
-  // concurrent caller (a worker) gets its own connection or child.
-  virtual HandlerResult call(const json::Message& m, HandlerContext& ctx) = 0;
+  // Calls the handler with m, telling it the call's deadline (Unix ms, after which idem
+  // stops waiting), and maps its answer; never throws. Thread-safe: each concurrent
+  // caller (a worker) gets its own connection or child.
+  virtual Outcome call(const json::Message& m, HandlerContext& ctx, std::int64_t deadline_ms) = 0;
 };
 
 // Opens the handler `spec` names: "http://HOST:PORT[/PATH]" or "exec:COMMAND" (run by
@@ -61,6 +79,9 @@ std::string base64(std::string_view bytes);
 
 // The first `max` bytes of text, for error details ("…" marks a cut).
 std::string head(std::string_view text, std::size_t max = 200);
+
+// "the handler timed out after N ms".
+std::string timed_out(Duration timeout);
 
 }  // namespace external
 }  // namespace idem::cli

@@ -45,16 +45,17 @@ std::optional<Duration> retry_after(const std::string& value) {
   return std::max(wait, Duration(0));
 }
 
-// The result of one answer of the service.
-HandlerResult answer(const httplib::Response& r, std::size_t max_result_bytes) {
+// What one answer of the service gave.
+Outcome answer(const httplib::Response& r, std::size_t max_result_bytes) {
   const std::string what = "the handler answered " + std::to_string(r.status);
-  if (r.status >= 200 && r.status < 300) return HandlerResult::ok(r.body.substr(0, max_result_bytes));
+  if (r.status >= 200 && r.status < 300) return {HandlerResult::ok(r.body.substr(0, max_result_bytes))};
   if (r.status == 429 || r.status == 503) {
-    if (auto delay = retry_after(r.get_header_value("Retry-After"))) return HandlerResult::retry_after(*delay, what);
+    if (auto delay = retry_after(r.get_header_value("Retry-After"))) return {HandlerResult::retry_after(*delay, what)};
   }
-  if (r.status >= 400 && r.status < 500 && r.status != 429)
-    return HandlerResult::reject(what + ": " + external::head(r.body));
-  return HandlerResult::fail(what + ": " + external::head(r.body));
+  const bool down = r.status == 429 || r.status == 502 || r.status == 503 || r.status == 504;
+  if (r.status >= 400 && r.status < 500 && !down) return {HandlerResult::reject(what + ": " + external::head(r.body))};
+  return {HandlerResult::fail(what + ": " + external::head(r.body)),
+          down ? Outcome::Service::kUnavailable : Outcome::Service::kAnswered};
 }
 
 class HttpHandler final : public ExternalHandler {
@@ -64,10 +65,9 @@ class HttpHandler final : public ExternalHandler {
 
   // Idem-Deadline (Unix ms) is when idem stops waiting and closes the connection: a
   // service that stops by then never runs a message while idem calls it again.
-  HandlerResult call(const json::Message& m, HandlerContext& ctx) override {
+  Outcome call(const json::Message& m, HandlerContext& ctx, std::int64_t deadline_ms) override {
     std::unique_ptr<httplib::Client> c = take();
     const auto start = std::chrono::steady_clock::now();
-    const std::int64_t deadline_ms = to_unix_ms(TimePoint(std::chrono::system_clock::now()) + o_.timeout);
     httplib::Headers h{{"Idem-Id", header_value(m.id)},
                        {"Idem-Attempt", std::to_string(ctx.attempt())},
                        {"Idem-Deadline", std::to_string(deadline_ms)}};
@@ -77,9 +77,13 @@ class HttpHandler final : public ExternalHandler {
     const char* type = m.doc.is_null() ? "application/octet-stream" : "application/json";
     httplib::Result r = c->Post(path_, h, m.body, type);
     if (!r && r.error() == httplib::Error::Read && std::chrono::steady_clock::now() - start >= o_.timeout)
-      return HandlerResult::fail("the handler timed out after " + std::to_string(o_.timeout.count()) + " ms");
-    if (!r) return HandlerResult::fail("the handler could not be reached: " + httplib::to_string(r.error()));
-    HandlerResult out = answer(*r, o_.max_result_bytes);
+      return {HandlerResult::fail(external::timed_out(o_.timeout)), Outcome::Service::kSilent};
+    // Not connected: the request never left, so nothing happened to the message.
+    const bool not_sent = r.error() == httplib::Error::Connection || r.error() == httplib::Error::ConnectionTimeout;
+    if (!r)
+      return {HandlerResult::fail("the handler could not be reached: " + httplib::to_string(r.error())),
+              not_sent ? Outcome::Service::kUnavailable : Outcome::Service::kSilent};
+    Outcome out = answer(*r, o_.max_result_bytes);
     give_back(std::move(c));
     return out;
   }

@@ -16,7 +16,8 @@ class MetricsServer::Impl {
 };
 
 StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::start(const std::string& listen,
-                                                              std::function<std::string()> metrics) {
+                                                              std::function<std::string()> metrics,
+                                                              std::function<std::string()> not_ready) {
   const std::size_t colon = listen.rfind(':');
   if (colon == std::string::npos || colon == 0)
     return invalid_argument("--metrics-listen: \"" + listen + "\" is not HOST:PORT");
@@ -32,6 +33,11 @@ StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::start(const std::string&
     res.set_content(metrics(), "text/plain; version=0.0.4");
   });
   impl->server.Get("/healthz", [](const httplib::Request&, httplib::Response& res) { res.set_content("ok\n", "text/plain"); });
+  impl->server.Get("/readyz", [not_ready = std::move(not_ready)](const httplib::Request&, httplib::Response& res) {
+    const std::string why = not_ready();
+    if (!why.empty()) res.status = 503;
+    res.set_content(why.empty() ? "ok\n" : why + "\n", "text/plain");
+  });
   if (port == 0) {
     port = impl->server.bind_to_any_port(host);
     if (port < 0) return unavailable("--metrics-listen: cannot listen on " + listen);

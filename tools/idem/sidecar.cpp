@@ -17,6 +17,7 @@
 #include "consume_run.hpp"
 #include "exit_codes.hpp"
 #include "external_handler.hpp"
+#include "handler_pause.hpp"
 #include "idem/consumer.hpp"
 #include "idem/json_format.hpp"
 #include "idem/outbox.hpp"
@@ -73,10 +74,10 @@ class ProgressLine {
   std::thread thread_;  // last: starts once the rest is set
 };
 
-// The consumer: the settings' options, the store, and the external handler.
+// The consumer: the settings' options, the store, and the external handler's calls.
 StatusOr<Consumer<json::Message>> make_consumer(const ConsumerSettings& s, const json::Format& format,
-                                                std::shared_ptr<ExternalHandler> handler, Duration timeout,
-                                                std::mutex& out_mu, int& exit_code) {
+                                                std::shared_ptr<HandlerPause> calls, std::mutex& out_mu,
+                                                int& exit_code) {
   ConsumerOptions o = consumer_options_from(s);
   std::string error;
   if (int rc = open_consumer_store(s, o, error); rc != kExitOk) {
@@ -84,12 +85,26 @@ StatusOr<Consumer<json::Message>> make_consumer(const ConsumerSettings& s, const
     return invalid_argument(error);
   }
   o.on_buffered = [&out_mu](const BufferedOutcome& b) { print_buffered_outcome(b, out_mu); };
-  const Duration lease = o.lease;
   return Consumer<json::Message>::create(
-      std::move(o), format.extractors(), [handler, timeout, lease](const json::Message& m, HandlerContext& ctx) {
-        if (timeout > lease) (void)ctx.extend_lease(timeout + Duration(1000));  // the call may take that long
-        return handler->call(m, ctx);
-      });
+      std::move(o), format.extractors(),
+      [calls](const json::Message& m, HandlerContext& ctx) { return calls->call(m, ctx); });
+}
+
+// Runs rt until it stops; SIGINT and SIGTERM stop it gracefully and end the calls'
+// waits for an unavailable handler.
+Status run_until_signalled(Runtime<json::Message>& rt, HandlerPause& calls) {
+  struct Targets {
+    Runtime<json::Message>* rt;
+    HandlerPause* calls;
+  } targets{&rt, &calls};
+  set_stop_target(&targets, [](void* p) {
+    auto* t = static_cast<Targets*>(p);
+    t->calls->stop();
+    t->rt->stop();
+  });
+  const Status s = rt.run();
+  set_stop_target(nullptr, nullptr);
+  return s;
 }
 
 int run_sidecar_with(const ConsumeArgs& a, const ConsumerSettings& s, const json::Format& format,
@@ -98,7 +113,8 @@ int run_sidecar_with(const ConsumeArgs& a, const ConsumerSettings& s, const json
   if (int rc = open_consume_source(a, s, source); rc != kExitOk) return rc;
   std::mutex out_mu;
   int exit_code = kExitUsage;
-  auto consumer = make_consumer(s, format, std::move(handler), timeout, out_mu, exit_code);
+  auto calls = std::make_shared<HandlerPause>(std::move(handler), s.lease, timeout);
+  auto consumer = make_consumer(s, format, calls, out_mu, exit_code);
   if (!consumer.ok()) return consume_fail(exit_code, consumer.status().message());
   auto applied = [&out_mu](const Delivery& d, const json::Message* m, const Decision& dec) {
     const std::string line = decision_line(d.broker_id, m != nullptr ? std::optional(m->id) : std::nullopt, dec);
@@ -109,15 +125,21 @@ int run_sidecar_with(const ConsumeArgs& a, const ConsumerSettings& s, const json
   if (!rt.ok()) return consume_fail(kExitUsage, rt.status().message());
   std::unique_ptr<MetricsServer> metrics;
   if (!a.sidecar.metrics_listen.empty()) {
-    auto m = MetricsServer::start(a.sidecar.metrics_listen, [c = &*consumer, r = rt->get()] {
-      return c->metrics().prometheus() + r->metrics().prometheus();
-    });
+    auto m = MetricsServer::start(
+        a.sidecar.metrics_listen,
+        [c = &*consumer, r = rt->get(), calls] {
+          return c->metrics().prometheus() + r->metrics().prometheus() + calls->prometheus();
+        },
+        [calls] {
+          const std::string why = calls->paused_reason();
+          return why.empty() ? why : "paused: the handler is unavailable (" + why + ")";
+        });
     if (!m.ok()) return consume_fail(kExitUsage, m.status().message());
     metrics = std::move(m).value();
   }
   std::unique_ptr<ProgressLine> progress;
   if (!a.sidecar.quiet && isatty(2)) progress = std::make_unique<ProgressLine>(**rt, *consumer);
-  const Status stopped = run_until_signalled(**rt);
+  const Status stopped = run_until_signalled(**rt, *calls);
   progress.reset();
   source->close();
   std::cout.flush();
@@ -133,7 +155,8 @@ void add_sidecar_flags(CLI::App* cmd, SidecarFlags* f) {
   cmd->add_option("--handler", f->handler,
                   "The service that handles each message: http://HOST:PORT/PATH (POST) or exec:COMMAND (JSON lines)")
       ->group(group);
-  cmd->add_option("--handler-timeout-ms", f->handler_timeout_ms, "How long one call may take (default: --lease-ms)")
+  cmd->add_option("--handler-timeout-ms", f->handler_timeout_ms,
+                  "How long one call may take (default: --lease-ms less 1 s, so that the lease covers a call)")
       ->check(CLI::Range(std::int64_t{1}, kMaxDurationMs))
       ->group(group);
   cmd->add_option("--handler-ca", f->handler_ca,
@@ -172,7 +195,9 @@ int run_sidecar(const ConsumeArgs& a, const ConsumerSettings& s) {
   auto format = json::Format::create(
       {.id = a.sidecar.id, .key = a.sidecar.key, .version = a.sidecar.version, .event = a.sidecar.event});
   if (!format.ok()) return consume_fail(kExitUsage, format.status().message());
-  const Duration timeout = a.sidecar.handler_timeout_ms > 0 ? Duration(a.sidecar.handler_timeout_ms) : s.lease;
+  const Duration timeout = a.sidecar.handler_timeout_ms > 0 ? Duration(a.sidecar.handler_timeout_ms)
+                           : s.lease > Duration(2'000)      ? s.lease - Duration(1'000)
+                                                            : s.lease / 2;
   const SidecarFlags& f = a.sidecar;
   if (f.handler_cert.empty() != f.handler_key.empty())
     return consume_fail(kExitUsage, "--handler-cert and --handler-key go together");
