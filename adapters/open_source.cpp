@@ -42,6 +42,7 @@ StatusOr<std::unique_ptr<MessageSource>> open_source(std::string_view uri, const
     if (!o.ok()) return o.status();
     if (o->group.empty()) return invalid_argument("needs ?group=NAME (the consumer group)");
     o->lease = options.lease;
+    if (o->consumer.empty()) o->consumer = options.consumer_name;
     return redis_streams::open(*std::move(o));
   }
 #endif

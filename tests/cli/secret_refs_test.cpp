@@ -14,6 +14,7 @@
 #include "replay/run_idem.hpp"
 #ifdef IDEM_CLI_WITH_REDIS
 #include "idem/redis_store.hpp"
+#include "support/idem_state.hpp"
 #include "support/redis_server.hpp"
 #endif
 #ifdef IDEM_CLI_WITH_BROKERS
@@ -153,6 +154,7 @@ TEST(SecretRefs, ARunningConsumerHoldsNoSecretInItsCommandLine) {
   const std::string at = "127.0.0.1:" + std::to_string((*server)->port());
   for (const std::string& ref : {"password_file=" + file, std::string("password_env=IDEM_TEST_SECRET")}) {
     const std::string log = dir.path() + "/consume.log";
+    const std::string& state = testing::idem_state_directory();
     const pid_t pid = ::fork();
     ASSERT_GE(pid, 0);
     if (pid == 0) {
@@ -160,6 +162,7 @@ TEST(SecretRefs, ARunningConsumerHoldsNoSecretInItsCommandLine) {
       std::freopen("/dev/null", "w", stdout);
       const std::string source = "redis-stream://" + at + "/s?group=g&" + ref;
       const std::string store = "redis://" + at + "/0?" + ref;
+      ::setenv("STATE_DIRECTORY", state.c_str(), 1);
       ::execl(IDEM_BINARY, IDEM_BINARY, "consume", "--source", source.c_str(), "--store", store.c_str(),
               "--source-wait-ms", "0", static_cast<char*>(nullptr));
       ::_exit(127);

@@ -318,7 +318,7 @@ TEST(IdemConsume, BufferedDeadLettersToIsCheckedAtStart) {
     return wait_exit(spawn_idem(a, log), std::chrono::seconds(30));
   };
   EXPECT_EQ(run({"--buffered-dead-letters-to", uri + "-d"}), 2) << "not strict";
-  EXPECT_EQ(run({"--ordering", "strict", "--buffered-dead-letters-to", uri + "-d"}), 2)
+  EXPECT_EQ(run({"--ordering", "strict", "--store", "memory:", "--buffered-dead-letters-to", uri + "-d"}), 2)
       << "memory: keeps no outbox";
   EXPECT_EQ(run({"--ordering", "strict", "--store", "sqlite:" + dir.sub("db"), "--buffered-dead-letters-to",
                  "nowhere://x"}),

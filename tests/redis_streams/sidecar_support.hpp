@@ -21,6 +21,7 @@
 
 #include "support/child_process.hpp"
 #include "support/consume_kills.hpp"
+#include "support/idem_state.hpp"
 #include "support/redis_server.hpp"
 #include "support/temp_dir.hpp"
 #include "support/tls_files.hpp"

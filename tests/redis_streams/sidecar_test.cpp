@@ -6,6 +6,7 @@
 #include <httplib.h>
 
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "redis_streams/sidecar_support.hpp"
 #include "redis_streams/stream_broker.hpp"
@@ -105,6 +106,54 @@ TEST_F(ExecSidecar, AHandlerSlowerThanTheLeaseRunsOnceAcrossTwoConsumers) {
   EXPECT_FALSE(has(logs, "in_progress")) << logs;
 }
 
+// Without --store the records go to a SQLite file in the state folder, one per source
+// and group, so a restart remembers what ran; and the consumer keeps its name, so a
+// restart after SIGTERM takes back its pending entries at once instead of waiting a
+// lease for them, while two consumers running on one host get two names.
+TEST_F(ExecSidecar, WithoutFlagsARestartRemembersAndTakesBackItsEntriesAtOnce) {
+  std::vector<std::string> orders;
+  for (int i = 0; i < 40; ++i) orders.push_back(R"({"id":"r-)" + std::to_string(i) + R"(","sleep_ms":100})");
+  publish(orders);
+  auto start = [&](const std::string& out) {
+    return spawn_idem({"consume", "--source", stream() + "?group=g", "--handler", handler_->spec(), "--workers", "1",
+                       "--lease-ms", "30000", "--idle-exit-ms", "2000"},
+                      out);
+  };
+  const pid_t a = start(dir_.sub("a.log"));
+  for (int i = 0; i < 400 && calls(handler_->log()).size() < 3; ++i) std::this_thread::sleep_for(25ms);
+  kill(a, SIGTERM);
+  EXPECT_EQ(wait_exit(a, 30s), 0) << read_text(dir_.sub("a.log"));
+  auto pending = server_->command({"XPENDING", "orders", "g"});
+  ASSERT_TRUE(pending.ok() && !pending->elements.empty());
+  ASSERT_GT(pending->elements[0].integer, 0) << "the stopped consumer left no entry pending: nothing to take back";
+  EXPECT_TRUE(has(read_text(dir_.sub("a.log")),
+                  "no --store: the records are kept in sqlite:" + testing::idem_state_directory() + "/consume-"))
+      << read_text(dir_.sub("a.log"));
+  publish({orders[0], orders[1]});  // copies of messages the first run handled
+  const auto restarted = std::chrono::steady_clock::now();
+  EXPECT_EQ(wait_exit(start(dir_.sub("b.log")), 60s), 0) << read_text(dir_.sub("b.log"));
+  const auto took = std::chrono::steady_clock::now() - restarted;
+  EXPECT_LT(took, 20s) << "the restart waited for the lease (30 s) of its own entries";
+  const auto c = calls(handler_->log());
+  EXPECT_EQ(c.size(), orders.size());
+  for (const auto& [id, attempts] : c) EXPECT_EQ(attempts.size(), 1u) << id << " ran more than once";
+  EXPECT_TRUE(has(read_text(dir_.sub("b.log")), R"("id":"r-0","action":"ack","reason":"duplicate")"))
+      << read_text(dir_.sub("b.log"));
+  auto consumers = [&] {
+    std::set<std::string> names;
+    auto r = server_->command({"XINFO", "CONSUMERS", "orders", "g"});
+    if (r.ok())
+      for (const auto& consumer : r->elements) names.insert(consumer.elements.at(1).str);
+    return names;
+  };
+  EXPECT_EQ(consumers().size(), 1u) << "both runs under one name";
+  const pid_t x = start(dir_.sub("x.log")), y = start(dir_.sub("y.log"));
+  for (int i = 0; i < 200 && consumers().size() < 2; ++i) std::this_thread::sleep_for(25ms);
+  EXPECT_EQ(consumers().size(), 2u) << "two consumers at once, two names (one of them the runs' name)";
+  EXPECT_EQ(wait_exit(x, 30s), 0);
+  EXPECT_EQ(wait_exit(y, 30s), 0);
+}
+
 // A body that is not UTF-8 (so not JSON) reaches an exec: handler as body_base64,
 // its id taken from the broker.
 TEST_F(ExecSidecar, ABodyThatIsNotUtf8GoesAsBase64) {
@@ -118,7 +167,8 @@ TEST_F(ExecSidecar, ABodyThatIsNotUtf8GoesAsBase64) {
 TEST_F(PythonSidecar, AProgressLineOnATerminalOnly) {
   publish({R"({"id":"t-1"})"});
   auto on_terminal = [&](const std::string& more) {
-    const std::string command = std::string(IDEM_BINARY) + " consume --source '" + stream() + "?group=g' --store sqlite:" +
+    const std::string command = "STATE_DIRECTORY=" + testing::idem_state_directory() + " " + IDEM_BINARY +
+                                " consume --source '" + stream() + "?group=g' --store sqlite:" +
                                 dir_.sub("db") + " --handler " + handler_->spec() + " --idle-exit-ms 2500 " + more;
     const std::string out = dir_.sub("terminal.log");
     std::remove(out.c_str());

@@ -10,6 +10,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "support/idem_state.hpp"
+
 #ifndef IDEM_BINARY
 #error "IDEM_BINARY (the path of the idem executable) must be defined by the build"
 #endif
@@ -39,6 +41,7 @@ RunResult run_idem(const std::vector<std::string>& args, const std::string& stdi
   argv.push_back(nullptr);
 
   RunResult r;
+  const std::string& state = idem_state_directory();
   const pid_t pid = fork();
   if (pid < 0) {
     ADD_FAILURE() << "fork failed";
@@ -49,6 +52,7 @@ RunResult run_idem(const std::vector<std::string>& args, const std::string& stdi
     const int fo = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
     const int fe = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
     if (fi < 0 || fo < 0 || fe < 0 || dup2(fi, 0) < 0 || dup2(fo, 1) < 0 || dup2(fe, 2) < 0) _exit(126);
+    setenv("STATE_DIRECTORY", state.c_str(), 1);
     execv(argv[0], argv.data());
     _exit(127);
   }

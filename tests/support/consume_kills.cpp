@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "support/temp_dir.hpp"
+#include "support/idem_state.hpp"
 
 namespace idem::consume_kills {
 namespace {
@@ -198,9 +199,11 @@ std::vector<pid_t> churn(const std::vector<std::string>& consume, const std::str
 void PrintTo(const Mode& m, std::ostream* os) { *os << m.name; }
 
 pid_t spawn_idem(const std::vector<std::string>& args, const std::string& log, const test_support::Host* host) {
+  const std::string& state = testing::idem_state_directory();
   const pid_t pid = fork();
   if (pid != 0) return pid;
   prctl(PR_SET_PDEATHSIG, SIGKILL);
+  setenv("STATE_DIRECTORY", state.c_str(), 1);
   if (host != nullptr && !host->enter().ok()) _exit(126);
   const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
   dup2(fd, 1);

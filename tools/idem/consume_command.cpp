@@ -78,6 +78,7 @@ void enable_outbox(const ConsumerSettings& s, ConsumerOptions& o) {
 int run_consume(const ConsumeArgs& a) {
   auto settings = settings_from(a.consumer, "consume");
   if (!settings) return kExitUsage;
+  if (int rc = choose_store(a, *settings); rc != kExitOk) return rc;
   if (!a.sidecar.handler.empty()) return run_sidecar(a, *settings);
   if (sidecar_flags_given(a.sidecar))
     return consume_fail(kExitUsage, "--id, --key, --version, --event, --handler-timeout-ms, --handler-ca/-cert/-key, "

@@ -9,6 +9,7 @@
 #include <iostream>
 #include <thread>
 
+#include "consume_defaults.hpp"
 #include "exit_codes.hpp"
 #include "idem/backend/store_uri.hpp"
 #include "idem/open_source.hpp"
@@ -44,7 +45,13 @@ int open_consume_source(const ConsumeArgs& a, const ConsumerSettings& s, std::un
   warn_if_tls_insecure("consume", a.source);
   warn_if_tls_insecure("consume", s.store_uri);
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::milliseconds(a.source_wait_ms);
-  auto source = open_source(a.source, OpenSourceOptions{.lease = s.lease});
+  OpenSourceOptions options{.lease = s.lease};
+  if (a.source.starts_with("redis-stream:") && a.source.find("consumer=") == std::string::npos) {
+    auto name = take_consumer_name(a.source);
+    if (!name.ok()) return consume_fail(kExitFailure, scrub_secrets(name.status().message(), a.source));
+    options.consumer_name = *name;
+  }
+  auto source = open_source(a.source, options);
   for (auto pause = std::chrono::milliseconds(100);
        !source.ok() && source.status().code() == StatusCode::kUnavailable &&
        std::chrono::steady_clock::now() + pause < give_up;
@@ -53,13 +60,30 @@ int open_consume_source(const ConsumeArgs& a, const ConsumerSettings& s, std::un
               << scrub_secrets("cannot open source: " + source.status().to_string(), a.source) << "; trying again in "
               << pause.count() << " ms\n";
     std::this_thread::sleep_for(pause);
-    source = open_source(a.source, OpenSourceOptions{.lease = s.lease});
+    source = open_source(a.source, options);
   }
   if (!source.ok() && source.status().code() == StatusCode::kInvalidArgument)
     return consume_fail(kExitUsage, scrub_secrets("--source: " + source.status().message(), a.source));
   if (!source.ok())
     return consume_fail(kExitFailure, scrub_secrets("cannot open source: " + source.status().to_string(), a.source));
   out = std::move(source).value();
+  return kExitOk;
+}
+
+int choose_store(const ConsumeArgs& a, ConsumerSettings& s) {
+  if (!needs_dedup(s.guarantee)) return kExitOk;
+  if (s.store_given) {
+    if (s.store_uri.starts_with("memory:"))
+      std::cerr << "idem consume: warning: --store memory: keeps the records in this process only: after a "
+                   "restart every message the broker sends again runs again\n";
+    return kExitOk;
+  }
+  auto uri = default_store_uri(a.source);
+  if (!uri.ok() && uri.status().code() == StatusCode::kInvalidArgument)
+    return consume_fail(kExitUsage, scrub_secrets(uri.status().message(), a.source));
+  if (!uri.ok()) return consume_fail(kExitFailure, uri.status().message());
+  s.store_uri = *uri;
+  std::cerr << "idem consume: no --store: the records are kept in " << s.store_uri << '\n';
   return kExitOk;
 }
 

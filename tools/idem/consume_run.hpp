@@ -42,9 +42,15 @@ struct ConsumeArgs {
 // Writes "idem consume: <message>" to stderr; returns code.
 int consume_fail(int code, const std::string& message);
 
-// Opens --source with the consumer's lease. Returns kExitOk, or the exit status after
-// printing why (the password never shown).
+// Opens --source with the consumer's lease; a Redis Streams source without consumer=
+// takes this host's stable consumer name (take_consumer_name). Returns kExitOk, or the
+// exit status after printing why (the password never shown).
 int open_consume_source(const ConsumeArgs& a, const ConsumerSettings& s, std::unique_ptr<MessageSource>& out);
+
+// Without --store (and under a guarantee that keeps records), the source's default
+// store (consume_defaults.hpp), said on stderr; with --store memory:, a warning that a
+// restart forgets every record. Returns kExitOk, or the exit status after printing why.
+int choose_store(const ConsumeArgs& a, ConsumerSettings& s);
 
 RuntimeOptions runtime_options(const ConsumeArgs& a);
 

@@ -19,8 +19,9 @@
 namespace idem::cli {
 
 void add_consumer_flags(CLI::App* cmd, ConsumerFlags* a) {
-  a->store_option =
-      cmd->add_option("--store", a->store, "Dedup store URI: memory:, sqlite:PATH, …")->capture_default_str();
+  a->store_option = cmd->add_option("--store", a->store,
+                                    "Dedup store URI: memory:, sqlite:PATH, … (replay: default memory:; consume: a "
+                                    "SQLite file per source in the state folder)");
   cmd->add_option("--guarantee", a->guarantee, "Processing guarantee")
       ->check(CLI::IsMember({"effectively_once", "at_least_once", "at_most_once", "manual"}))
       ->capture_default_str();

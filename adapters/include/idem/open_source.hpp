@@ -24,6 +24,11 @@ struct OpenSourceOptions {
   // that idem sets (Redis Streams' claim timeout, NATS JetStream's AckWait) is this, so
   // the broker redelivers when the lease has run out. Default 30 s.
   Duration lease{30'000};
+  // This process's name among the group's consumers, where the broker keeps state per
+  // consumer (Redis Streams: its pending list, which a restart under the same name
+  // takes back at once instead of waiting for the lease). Empty: the adapter's default
+  // (unique per process). A `consumer=` in the URI wins.
+  std::string consumer_name;
 };
 
 // Opens the source `uri` names:
