@@ -6,7 +6,7 @@
 # the input that did is kept in build/fuzz/crashes/<target>/ — add it to
 # fuzz/corpus/<target>/ with the fix, where the test fuzz_corpus_<target> replays it.
 #   usage: scripts/fuzz.sh [--long] [--seconds N] [TARGET…]
-#     default  20 s per target (what scripts/test.sh runs)
+#     default  20 s per target (scripts/test.sh runs 10)
 #     --long   4 hours per target, unless --seconds says otherwise
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
