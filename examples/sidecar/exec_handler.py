@@ -14,7 +14,8 @@ The same behaviour as handler.py: "ID ATTEMPT" appended to LOG per call; {"fail"
 true} fails the first attempt, {"busy": true} retries it after a second, {"reject":
 true} rejects; a body that is not UTF-8 is ok with {"handled": ID, "bytes": N};
 anything else is ok with the result {"handled": ID}, after
-{"sleep_ms": N} milliseconds if the body says so. And {"crash":
+{"sleep_ms": N} milliseconds if the body says so ({"slow_once": true}: on the first
+attempt only; work that would end after deadline_ms is not done). And {"crash":
 true} makes the process exit on the first attempt without answering: idem fails
 that message (it is retried) and starts a new process. Two misbehaviours for the
 tests: {"debug": true} prints a stray line to stdout before the answer, and
@@ -41,7 +42,12 @@ def answer(request):
         return {"status": "fail", "error": "first attempt fails"}
     if order.get("busy") and request["attempt"] == 1:
         return {"status": "retry", "delay_ms": 1000}
-    time.sleep(order.get("sleep_ms", 0) / 1000)
+    work = 0 if order.get("slow_once") and request["attempt"] > 1 else order.get("sleep_ms", 0) / 1000
+    left = request.get("deadline_ms", 0) / 1000 - time.time()
+    if request.get("deadline_ms") and work > left:  # honour the deadline: not done
+        time.sleep(max(0.0, left))
+        return {"status": "fail", "error": "the work would end after the deadline"}
+    time.sleep(work)
     return {"status": "ok", "result": {"handled": request["id"]}}
 
 

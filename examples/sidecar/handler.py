@@ -2,7 +2,8 @@
 """A service behind `idem consume --handler http://127.0.0.1:PORT/orders`.
 
 idem POSTs each message as it arrived, with the headers Idem-Id, Idem-Key,
-Idem-Version, Idem-Event and Idem-Attempt, and never a duplicate. The answer decides:
+Idem-Version, Idem-Event, Idem-Attempt and Idem-Deadline (Unix ms: when idem stops
+waiting and closes the connection), and never a duplicate. The answer decides:
 2xx done (the body is stored and given to duplicates), 429/503 with Retry-After try
 again then, other 5xx fail (retried with backoff, then dead-lettered), other 4xx
 reject (dead-lettered at once).
@@ -11,7 +12,12 @@ This one appends "ID ATTEMPT" to LOG for every call, then answers by the body:
 {"fail": true} fails the first attempt, {"busy": true} asks for a retry in a second
 on the first attempt, {"reject": true} rejects; anything else succeeds with
 {"handled": ID}, after {"sleep_ms": N} milliseconds if the body says so (work that
-takes time).
+takes time; {"slow_once": true} only on the first attempt).
+
+It honours the deadline: work that would end after it is not done (it stops at the
+deadline, as idem gives up then), so that idem's next call of the same id never finds
+this one still running. Each call's span goes to LOG.spans as "ID START_MS END_MS
+done|abandoned".
 
     python3 handler.py LOG [PORT]      # prints PORT=N once listening (PORT 0: any)
 """
@@ -41,8 +47,20 @@ class Handler(BaseHTTPRequestHandler):
             return self.answer(500, {"error": "first attempt fails"})
         if order.get("busy") and attempt == 1:
             return self.answer(503, {"error": "busy"}, {"Retry-After": "1"})
-        time.sleep(order.get("sleep_ms", 0) / 1000)
+        start = time.time()
+        work = 0 if order.get("slow_once") and attempt > 1 else order.get("sleep_ms", 0) / 1000
+        deadline = int(self.headers.get("Idem-Deadline", "0")) / 1000
+        if deadline and start + work > deadline:
+            time.sleep(max(0.0, deadline - start))
+            self.span(msg_id, start, "abandoned")
+            return self.answer(500, {"error": "the work would end after the deadline"})
+        time.sleep(work)
+        self.span(msg_id, start, "done")
         self.answer(200, {"handled": msg_id})
+
+    def span(self, msg_id, start, outcome):
+        with open(self.server.log + ".spans", "a") as spans:
+            spans.write(f"{msg_id} {int(start * 1000)} {int(time.time() * 1000)} {outcome}\n")
 
     def answer(self, status, payload, headers=None):
         data = json.dumps(payload).encode()
@@ -51,8 +69,11 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(data)))
         for name, value in (headers or {}).items():
             self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(data)
+        try:
+            self.end_headers()
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # idem gave up at the deadline and closed the connection
 
     def log_message(self, *args):
         pass

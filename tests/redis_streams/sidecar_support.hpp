@@ -155,6 +155,12 @@ class Sidecar : public SidecarBase, public ::testing::WithParamInterface<Kind> {
   void SetUp() override { start(GetParam()); }
 };
 
+// The HTTP services only (Python's, Node's).
+class HttpSidecar : public SidecarBase, public ::testing::WithParamInterface<Kind> {
+ protected:
+  void SetUp() override { start(GetParam()); }
+};
+
 class ExecSidecar : public SidecarBase {
  protected:
   void SetUp() override { start({"exec", false}); }

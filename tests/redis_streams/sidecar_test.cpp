@@ -274,6 +274,43 @@ TEST_F(PythonSidecar, AServiceThatIsDownPausesTheConsumerInsteadOfSpendingRetrie
   EXPECT_LT(retried, static_cast<std::size_t>(kOrders / 10)) << out;
 }
 
+// A call slower than --handler-timeout-ms: the service (Python's, Node's), which
+// honours Idem-Deadline, gives the work up by then, and idem calls again only after
+// that (its connection closed, the lease still covering the deadline): no two calls of
+// one id overlap, and each order is done once.
+TEST_P(HttpSidecar, ACallPastItsDeadlineNeverOverlapsTheNextCallOfItsId) {
+  constexpr int kOrders = 8;
+  std::vector<std::string> orders;
+  for (int i = 0; i < kOrders; ++i)
+    orders.push_back(R"({"id":"t-)" + std::to_string(i) + (i % 2 == 0 ? R"(","sleep_ms":2500,"slow_once":true})" : R"("})"));
+  publish(orders);
+  const std::string out = consume({"--handler-timeout-ms", "1000", "--lease-ms", "3000", "--workers", "2"});
+  struct Span {
+    long long start, end;
+    std::string outcome;
+  };
+  std::map<std::string, std::vector<Span>> spans;
+  std::ifstream f(handler_->log() + ".spans");
+  std::string id;
+  Span s;
+  while (f >> id >> s.start >> s.end >> s.outcome) spans[id].push_back(s);
+  int abandoned = 0;
+  for (int i = 0; i < kOrders; ++i) {
+    const std::string order = "t-" + std::to_string(i);
+    std::vector<Span>& runs = spans[order];
+    std::sort(runs.begin(), runs.end(), [](const Span& a, const Span& b) { return a.start < b.start; });
+    EXPECT_EQ(std::count_if(runs.begin(), runs.end(), [](const Span& c) { return c.outcome == "done"; }), 1)
+        << order << " done once";
+    for (std::size_t k = 1; k < runs.size(); ++k)
+      EXPECT_GE(runs[k].start, runs[k - 1].end) << order << ": call " << k + 1 << " began while call " << k << " ran";
+    abandoned += static_cast<int>(
+        std::count_if(runs.begin(), runs.end(), [](const Span& c) { return c.outcome == "abandoned"; }));
+    EXPECT_TRUE(has(out, R"("id":")" + order + R"(","action":"ack","reason":"processed")")) << order << "\n" << out;
+  }
+  EXPECT_EQ(abandoned, kOrders / 2) << "each slow order's first call ran past its deadline";
+  EXPECT_TRUE(has(out, R"("id":"t-0","action":"retry","reason":"handler_failed")")) << out;
+}
+
 // examples/sidecar/handler.py behind TLS, with the server certificate of tls_files.
 class HttpsSidecar : public SidecarBase {
  protected:
@@ -449,6 +486,8 @@ TEST_F(PythonSidecar, PrometheusScrapesTheDecisionCountersAndTheDashboardQueries
 
 INSTANTIATE_TEST_SUITE_P(Handlers, Sidecar,
                          ::testing::Values(Kind{"python", true}, Kind{"node", true}, Kind{"exec", false}),
+                         [](const ::testing::TestParamInfo<Kind>& i) { return std::string(i.param.name); });
+INSTANTIATE_TEST_SUITE_P(Services, HttpSidecar, ::testing::Values(Kind{"python", true}, Kind{"node", true}),
                          [](const ::testing::TestParamInfo<Kind>& i) { return std::string(i.param.name); });
 
 }  // namespace

@@ -28,7 +28,7 @@ HandlerResult HandlerPause::call(const json::Message& m, HandlerContext& ctx) {
     // message and call the service while this call still may run. The lease taken at
     // the claim covers a first call whose timeout is shorter than it.
     if ((!first || timeout_ + kCommitMargin > lease_) && !cover_call(ctx))
-      return HandlerResult::fail("the lease was lost while the handler was unavailable");
+      return HandlerResult::fail("the message's lease was lost before the handler was called");
     const std::int64_t deadline_ms = to_unix_ms(TimePoint(std::chrono::system_clock::now()) + timeout_);
     Outcome out = handler_->call(m, ctx, deadline_ms);
     if (out.service == Outcome::Service::kAnswered) answered();
