@@ -128,12 +128,12 @@ TEST(RedisAuth, PasswordsAndAclUsers) {
 
   auto wrong = open_store_uri("redis://:nope@127.0.0.1:" + port);
   ASSERT_FALSE(wrong.ok());
-  EXPECT_EQ(wrong.status().code(), StatusCode::kInvalidArgument) << wrong.status().to_string();
+  EXPECT_EQ(wrong.status().code(), StatusCode::kFailedPrecondition) << wrong.status().to_string();
   EXPECT_NE(wrong.status().message().find("authentication"), std::string::npos) << wrong.status().to_string();
 
   auto none = open_store_uri("redis://127.0.0.1:" + port);
   ASSERT_FALSE(none.ok());
-  EXPECT_EQ(none.status().code(), StatusCode::kInvalidArgument) << none.status().to_string();
+  EXPECT_EQ(none.status().code(), StatusCode::kFailedPrecondition) << none.status().to_string();
   EXPECT_NE(none.status().message().find("NOAUTH"), std::string::npos) << none.status().to_string();
 
   ASSERT_TRUE((*server)->command({"ACL", "SETUSER", "alice", "on", ">alice-pw", "~*", "+@all"}).ok());
@@ -142,7 +142,7 @@ TEST(RedisAuth, PasswordsAndAclUsers) {
   EXPECT_EQ((*alice)->claim({"a", "B", Duration(1000), std::nullopt, t0, std::nullopt})->status,
             ClaimStatus::kInProgress);
   auto bad_user = open_store_uri("redis://alice:wrong@127.0.0.1:" + port);
-  EXPECT_EQ(bad_user.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(bad_user.status().code(), StatusCode::kFailedPrecondition);
 
   // A user without the right to run scripts: a clear error at open.
   ASSERT_TRUE((*server)->command({"ACL", "SETUSER", "bob", "on", ">bob-pw", "~*", "+@all", "-@scripting"}).ok());

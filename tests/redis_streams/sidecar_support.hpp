@@ -130,8 +130,9 @@ class SidecarBase : public ::testing::Test {
     std::vector<std::pair<std::string, std::string>> flags{
         {"--source", stream() + "?group=g"}, {"--store", "sqlite:" + dir_.sub("db")}, {"--handler", handler_->spec()},
         {"--backoff-ms", "100"}, {"--idle-exit-ms", "2500"}, {"--workers", "2"},
-        // A copy that meets its original in flight (in_progress) comes back after the lease.
-        {"--lease-ms", "3000"}};
+        // A copy that meets its original in flight (in_progress) comes back after the lease;
+        // a call may take longer (a loaded machine starting Python), which extends it.
+        {"--lease-ms", "3000"}, {"--handler-timeout-ms", "10000"}};
     for (std::size_t i = 0; i + 1 < more.size(); i += 2) {
       auto it = std::find_if(flags.begin(), flags.end(), [&](const auto& f) { return f.first == more[i]; });
       if (it == flags.end()) it = flags.insert(flags.end(), {more[i], ""});

@@ -72,7 +72,9 @@ StatusOr<std::string> default_store_uri(const std::string& source) {
   if (!id.ok()) return id.status();
   auto dir = state_directory();
   if (!dir.ok()) return dir.status();
-  return "sqlite:" + *dir + "/consume-" + file_name_part(*id) + "-" + hash_hex(*id).substr(0, 8) + ".db";
+  // leases=shared: the consumers of one group on this host share the file.
+  return "sqlite:" + *dir + "/consume-" + file_name_part(*id) + "-" + hash_hex(*id).substr(0, 8) +
+         ".db?leases=shared";
 }
 
 StatusOr<std::string> take_consumer_name(const std::string& source) {

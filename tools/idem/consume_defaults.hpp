@@ -18,8 +18,9 @@ StatusOr<std::string> state_directory();
 // URI that does not parse.
 StatusOr<std::string> source_identity(const std::string& source);
 
-// "sqlite:<state directory>/consume-<identity as a file name>-<hash>.db": the store of
-// a consume without --store, one per source and group.
+// "sqlite:<state directory>/consume-<identity as a file name>-<hash>.db?leases=shared":
+// the store of a consume without --store, one per source and group, which the
+// consumers of that group on this host share.
 StatusOr<std::string> default_store_uri(const std::string& source);
 
 // A consumer name for `source` that is the same after a restart and unique among the

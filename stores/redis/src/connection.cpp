@@ -91,7 +91,8 @@ StatusOr<std::unique_ptr<Connection>> Connection::open(const Endpoint& at, const
     auth.push_back(o.password);
     auto r = conn->call(auth);
     if (!r.ok()) return r.status();
-    if (r->is_error()) return invalid_argument("redis: authentication at " + to_string(at) + " failed: " + r->str);
+    if (r->is_error())  // the server refused: the credentials, not the URI's form, are wrong
+      return failed_precondition("redis: authentication at " + to_string(at) + " failed: " + r->str);
   }
   if (o.db != 0) {
     auto r = conn->call({"SELECT", std::to_string(o.db)});

@@ -102,7 +102,7 @@ Status error_status(std::string_view msg, const std::string& key) {
     return unavailable(where + std::string(msg));
   if (starts("OOM")) return resource_exhausted(where + std::string(msg));
   if (starts("NOAUTH") || starts("WRONGPASS") || starts("NOPERM"))
-    return invalid_argument(where + "not allowed: " + std::string(msg));
+    return failed_precondition(where + "not allowed: " + std::string(msg));
   return internal_error(where + "script or command failed: " + std::string(msg));
 }
 
