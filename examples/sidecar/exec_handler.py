@@ -2,9 +2,9 @@
 """A handler behind `idem consume --handler 'exec:python3 exec_handler.py LOG'`.
 
 idem starts one such process per worker and writes one JSON line per message to its
-stdin: {"id", "key", "version", "event", "attempt", "deadline_ms", "body"}
-("body_base64" instead of "body" when the body is not UTF-8; "deadline_ms" is when, in
-Unix ms, idem stops waiting and kills this process). It answers with one line naming
+stdin: {"id", "key", "version", "event", "attempt", "timeout_ms", "body"}
+("body_base64" instead of "body" when the body is not UTF-8; "timeout_ms" is how long
+idem waits for the answer before it kills this process). It answers with one line naming
 the same id: {"id": ..., "status": "ok"|"fail"|"retry"|"reject", "delay_ms": N,
 "result": ..., "error": ...}. stdout carries answers only: print anything else to
 stderr (idem skips a line that is not JSON, and replaces a process whose answer names
@@ -15,7 +15,7 @@ true} fails the first attempt, {"busy": true} retries it after a second, {"rejec
 true} rejects; a body that is not UTF-8 is ok with {"handled": ID, "bytes": N};
 anything else is ok with the result {"handled": ID}, after
 {"sleep_ms": N} milliseconds if the body says so ({"slow_once": true}: on the first
-attempt only; work that would end after deadline_ms is not done). And {"crash":
+attempt only; work that would take longer than timeout_ms is not done). And {"crash":
 true} makes the process exit on the first attempt without answering: idem fails
 that message (it is retried) and starts a new process. Two misbehaviours for the
 tests: {"debug": true} prints a stray line to stdout before the answer, and
@@ -43,10 +43,10 @@ def answer(request):
     if order.get("busy") and request["attempt"] == 1:
         return {"status": "retry", "delay_ms": 1000}
     work = 0 if order.get("slow_once") and request["attempt"] > 1 else order.get("sleep_ms", 0) / 1000
-    left = request.get("deadline_ms", 0) / 1000 - time.time()
-    if request.get("deadline_ms") and work > left:  # honour the deadline: not done
-        time.sleep(max(0.0, left))
-        return {"status": "fail", "error": "the work would end after the deadline"}
+    budget = request.get("timeout_ms", 0) / 1000
+    if budget and work > budget:  # honour the timeout: not done
+        time.sleep(budget)
+        return {"status": "fail", "error": "the work would end after the timeout"}
     time.sleep(work)
     return {"status": "ok", "result": {"handled": request["id"]}}
 

@@ -30,16 +30,16 @@ const server = http.createServer((req, res) => {
     if (order.reject) return answer(res, 422, { error: "refused" });
     if (order.fail && attempt === 1) return answer(res, 500, { error: "first attempt fails" });
     if (order.busy && attempt === 1) return answer(res, 503, { error: "busy" }, { "Retry-After": "1" });
-    // The deadline honoured as handler.py does: work that would end after it is not done.
+    // The timeout honoured as handler.py does: work that would end after it is not done.
     const start = Date.now();
     const work = order.slow_once && attempt > 1 ? 0 : order.sleep_ms || 0;
-    const deadline = Number(req.headers["idem-deadline"] || 0);
+    const budget = Number(req.headers["idem-timeout-ms"] || 0);
     const span = (outcome) => fs.appendFileSync(`${log}.spans`, `${id} ${start} ${Date.now()} ${outcome}\n`);
-    if (deadline && start + work > deadline) {
+    if (budget && work > budget) {
       return setTimeout(() => {
         span("abandoned");
-        answer(res, 500, { error: "the work would end after the deadline" });
-      }, Math.max(0, deadline - start));
+        answer(res, 500, { error: "the work would end after the timeout" });
+      }, budget);
     }
     setTimeout(() => {
       span("done");

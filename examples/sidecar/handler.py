@@ -2,8 +2,9 @@
 """A service behind `idem consume --handler http://127.0.0.1:PORT/orders`.
 
 idem POSTs each message as it arrived, with the headers Idem-Id, Idem-Key,
-Idem-Version, Idem-Event, Idem-Attempt and Idem-Deadline (Unix ms: when idem stops
-waiting and closes the connection), and never a duplicate. The answer decides:
+Idem-Version, Idem-Event, Idem-Attempt and Idem-Timeout-Ms (how long idem waits for
+the answer before it closes the connection: a duration, as clocks of two hosts
+disagree), and never a duplicate. The answer decides:
 2xx done (the body is stored and given to duplicates), 429/503 with Retry-After try
 again then, other 5xx fail (retried with backoff, then dead-lettered), other 4xx
 reject (dead-lettered at once).
@@ -14,8 +15,8 @@ on the first attempt, {"reject": true} rejects; anything else succeeds with
 {"handled": ID}, after {"sleep_ms": N} milliseconds if the body says so (work that
 takes time; {"slow_once": true} only on the first attempt).
 
-It honours the deadline: work that would end after it is not done (it stops at the
-deadline, as idem gives up then), so that idem's next call of the same id never finds
+It honours the timeout: work that would end after it is not done (it stops when the
+timeout has passed, as idem gives up then), so that idem's next call of the same id never finds
 this one still running. Each call's span goes to LOG.spans as "ID START_MS END_MS
 done|abandoned".
 
@@ -49,11 +50,11 @@ class Handler(BaseHTTPRequestHandler):
             return self.answer(503, {"error": "busy"}, {"Retry-After": "1"})
         start = time.time()
         work = 0 if order.get("slow_once") and attempt > 1 else order.get("sleep_ms", 0) / 1000
-        deadline = int(self.headers.get("Idem-Deadline", "0")) / 1000
-        if deadline and start + work > deadline:
-            time.sleep(max(0.0, deadline - start))
+        budget = int(self.headers.get("Idem-Timeout-Ms", "0")) / 1000
+        if budget and work > budget:
+            time.sleep(budget)
             self.span(msg_id, start, "abandoned")
-            return self.answer(500, {"error": "the work would end after the deadline"})
+            return self.answer(500, {"error": "the work would end after the timeout"})
         time.sleep(work)
         self.span(msg_id, start, "done")
         self.answer(200, {"handled": msg_id})
@@ -73,7 +74,7 @@ class Handler(BaseHTTPRequestHandler):
             self.end_headers()
             self.wfile.write(data)
         except (BrokenPipeError, ConnectionResetError):
-            pass  # idem gave up at the deadline and closed the connection
+            pass  # idem gave up at its timeout and closed the connection
 
     def log_message(self, *args):
         pass

@@ -275,7 +275,7 @@ TEST_F(PythonSidecar, AServiceThatIsDownPausesTheConsumerInsteadOfSpendingRetrie
 }
 
 // A call slower than --handler-timeout-ms: the service (Python's, Node's), which
-// honours Idem-Deadline, gives the work up by then, and idem calls again only after
+// honours Idem-Timeout-Ms, gives the work up by then, and idem calls again only after
 // that (its connection closed, the lease still covering the deadline): no two calls of
 // one id overlap, and each order is done once.
 TEST_P(HttpSidecar, ACallPastItsDeadlineNeverOverlapsTheNextCallOfItsId) {

@@ -114,16 +114,16 @@ void put_text(nlohmann::ordered_json& r, const std::string& name, const std::str
   }
 }
 
-// The request line for m; `deadline_ms`: Unix ms after which idem stops waiting for
-// the answer and kills the child.
-std::string request_line(const json::Message& m, const HandlerContext& ctx, std::int64_t deadline_ms) {
+// The request line for m; `timeout_ms`: how long idem waits for the answer before it
+// kills the child.
+std::string request_line(const json::Message& m, const HandlerContext& ctx, std::int64_t timeout_ms) {
   nlohmann::ordered_json r;
   put_text(r, "id", m.id);
   if (!m.key.empty()) put_text(r, "key", m.key);
   if (m.version > 0) r["version"] = m.version;
   if (!m.event.empty()) put_text(r, "event", m.event);
   r["attempt"] = ctx.attempt();
-  r["deadline_ms"] = deadline_ms;
+  r["timeout_ms"] = timeout_ms;
   put_text(r, "body", m.body);
   return r.dump() + "\n";
 }
@@ -168,13 +168,12 @@ class ExecHandler final : public ExternalHandler {
 
   // An answer that names another id (or none) means the child is out of step: it is
   // replaced and the message sent once more, to the new child.
-  Outcome call(const json::Message& m, HandlerContext& ctx, std::int64_t deadline_ms) override {
-    const auto deadline = std::chrono::steady_clock::now() + o_.timeout;
+  Outcome call(const json::Message& m, HandlerContext& ctx, std::chrono::steady_clock::time_point deadline) override {
     std::string out_of_step;
     for (int round = 0; round < 2; ++round) {
       auto child = take();
       if (!child.ok()) return {HandlerResult::fail("cannot start the handler: " + child.status().message()), kSilent};
-      if (!(*child)->send(request_line(m, ctx, deadline_ms)))
+      if (!(*child)->send(request_line(m, ctx, external::ms_left(deadline))))
         return {HandlerResult::fail("the handler process exited"), kSilent};
       Reply reply = read_answer(**child, m, deadline);
       if (reply.in_step) {

@@ -1,5 +1,6 @@
 #include "external_handler.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -20,6 +21,11 @@ namespace external {
 
 std::string timed_out(Duration timeout) {
   return "the handler timed out after " + std::to_string(timeout.count()) + " ms";
+}
+
+std::int64_t ms_left(std::chrono::steady_clock::time_point deadline) {
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+  return std::max<std::int64_t>(0, left.count());
 }
 
 bool valid_utf8(std::string_view s) {

@@ -4,6 +4,7 @@
 // answers onto HandlerResult.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -48,10 +49,12 @@ struct Outcome {
 class ExternalHandler {
  public:
   virtual ~ExternalHandler() = default;
-  // Calls the handler with m, telling it the call's deadline (Unix ms, after which idem
-  // stops waiting), and maps its answer; never throws. Thread-safe: each concurrent
-  // caller (a worker) gets its own connection or child.
-  virtual Outcome call(const json::Message& m, HandlerContext& ctx, std::int64_t deadline_ms) = 0;
+  // Calls the handler with m, telling it how long idem waits for the answer (the time
+  // left until `deadline` as the request leaves: a duration, not a time of day, so the
+  // service's clock need not agree with this host's), and maps its answer; never
+  // throws. Thread-safe: each concurrent caller (a worker) gets its own connection or
+  // child.
+  virtual Outcome call(const json::Message& m, HandlerContext& ctx, std::chrono::steady_clock::time_point deadline) = 0;
 };
 
 // Opens the handler `spec` names: "http://HOST:PORT[/PATH]" or "exec:COMMAND" (run by
@@ -82,6 +85,9 @@ std::string head(std::string_view text, std::size_t max = 200);
 
 // "the handler timed out after N ms".
 std::string timed_out(Duration timeout);
+
+// The whole milliseconds left until deadline, at least 0.
+std::int64_t ms_left(std::chrono::steady_clock::time_point deadline);
 
 }  // namespace external
 }  // namespace idem::cli

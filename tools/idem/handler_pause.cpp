@@ -29,8 +29,7 @@ HandlerResult HandlerPause::call(const json::Message& m, HandlerContext& ctx) {
     // the claim covers a first call whose timeout is shorter than it.
     if ((!first || timeout_ + kCommitMargin > lease_) && !cover_call(ctx))
       return HandlerResult::fail("the message's lease was lost before the handler was called");
-    const std::int64_t deadline_ms = to_unix_ms(TimePoint(std::chrono::system_clock::now()) + timeout_);
-    Outcome out = handler_->call(m, ctx, deadline_ms);
+    Outcome out = handler_->call(m, ctx, std::chrono::steady_clock::now() + timeout_);
     if (out.service == Outcome::Service::kAnswered) answered();
     if (out.service != Outcome::Service::kUnavailable) return std::move(out.result);
     unavailable_calls_.fetch_add(1);

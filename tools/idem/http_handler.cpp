@@ -63,14 +63,14 @@ class HttpHandler final : public ExternalHandler {
   HttpHandler(std::string base, std::string path, ExternalHandlerOptions o)
       : base_(std::move(base)), path_(std::move(path)), o_(o) {}
 
-  // Idem-Deadline (Unix ms) is when idem stops waiting and closes the connection: a
-  // service that stops by then never runs a message while idem calls it again.
-  Outcome call(const json::Message& m, HandlerContext& ctx, std::int64_t deadline_ms) override {
+  // Idem-Timeout-Ms is how long idem waits before it closes the connection: a service
+  // that stops by then never runs a message while idem calls it again.
+  Outcome call(const json::Message& m, HandlerContext& ctx, std::chrono::steady_clock::time_point deadline) override {
     std::unique_ptr<httplib::Client> c = take();
     const auto start = std::chrono::steady_clock::now();
     httplib::Headers h{{"Idem-Id", header_value(m.id)},
                        {"Idem-Attempt", std::to_string(ctx.attempt())},
-                       {"Idem-Deadline", std::to_string(deadline_ms)}};
+                       {"Idem-Timeout-Ms", std::to_string(external::ms_left(deadline))}};
     if (!m.key.empty()) h.emplace("Idem-Key", header_value(m.key));
     if (m.version > 0) h.emplace("Idem-Version", std::to_string(m.version));
     if (!m.event.empty()) h.emplace("Idem-Event", header_value(m.event));
