@@ -38,21 +38,34 @@ cmake -S "$IDEM_ROOT" -B "$dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebI
 cmake --build "$dir" -j "$(nproc)" --target "${cmake_targets[@]}"
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1}
-failed=0
-for t in "${targets[@]}"; do
-  work="$dir/corpus/$t" crashes="$dir/crashes/$t" log="$dir/logs/$t.log"
+# One target per CPU at a time; each prints its line when it ends.
+fuzz_target() {
+  local t=$1 work="$dir/corpus/$1" crashes="$dir/crashes/$1" log="$dir/logs/$1.log" status=0 execs found
   mkdir -p "$work" "$crashes" "$(dirname "$log")"
   # New inputs go to the first folder (build/fuzz/corpus), the seeds stay as committed.
-  status=0
   "$dir/fuzz/fuzz_$t" -max_total_time="$seconds" -timeout=10 -print_final_stats=1 \
     -artifact_prefix="$crashes/" "$work" "$IDEM_ROOT/fuzz/corpus/$t" >"$log" 2>&1 || status=$?
   execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | awk '{s += $2} END {print s + 0}')
   found=$(find "$crashes" -type f | wc -l)
   echo "fuzz $t: $execs executions in $seconds s, corpus $(find "$work" -type f | wc -l) inputs, $found crash inputs"
   if ((status != 0 || found != 0)); then
-    failed=1
     echo "fuzz $t: FAILED (exit $status); log $log, inputs in $crashes/" >&2
     grep -m 20 -E 'ERROR|runtime error|fuzz invariant|SUMMARY' "$log" >&2 || true
+    return 1
   fi
+}
+failed=0
+running=0
+for t in "${targets[@]}"; do
+  if ((running >= $(nproc))); then
+    wait -n || failed=1
+    running=$((running - 1))
+  fi
+  fuzz_target "$t" &
+  running=$((running + 1))
+done
+while ((running > 0)); do
+  wait -n || failed=1
+  running=$((running - 1))
 done
 exit $failed
