@@ -37,7 +37,7 @@ Status unknown_scheme(std::string_view uri) {
 
 StatusOr<std::unique_ptr<MessageSource>> open_source(std::string_view uri, const OpenSourceOptions& options) {
 #ifdef IDEM_WITH_REDIS_STREAMS
-  if (has_scheme(uri, "redis-stream")) {
+  if (has_scheme(uri, "redis-stream") || has_scheme(uri, "rediss-stream")) {
     auto o = redis_streams::parse_uri(uri);
     if (!o.ok()) return o.status();
     if (o->group.empty()) return invalid_argument("needs ?group=NAME (the consumer group)");
@@ -84,7 +84,7 @@ StatusOr<std::unique_ptr<MessageSource>> open_source(std::string_view uri, const
 
 StatusOr<std::unique_ptr<Publisher>> open_publisher(const std::string& uri) {
 #ifdef IDEM_WITH_REDIS_STREAMS
-  if (has_scheme(uri, "redis-stream")) {
+  if (has_scheme(uri, "redis-stream") || has_scheme(uri, "rediss-stream")) {
     auto o = redis_streams::parse_uri(uri);
     if (!o.ok()) return o.status();
     return redis_streams::open_publisher(*o);
@@ -123,7 +123,7 @@ StatusOr<std::unique_ptr<Publisher>> open_publisher(const std::string& uri) {
 
 Status remove_destination(std::string_view uri) {
 #ifdef IDEM_WITH_REDIS_STREAMS
-  if (has_scheme(uri, "redis-stream")) {
+  if (has_scheme(uri, "redis-stream") || has_scheme(uri, "rediss-stream")) {
     auto o = redis_streams::parse_uri(uri);
     return o.ok() ? redis_streams::remove(*o) : o.status();
   }
@@ -161,11 +161,12 @@ StatusOr<std::string> with_destination_suffix(std::string_view uri, std::string_
   if (broker_uri_forms().find("  " + scheme + "://") == std::string::npos) return unknown_scheme(uri);
   const std::size_t q = uri.find('?');
   std::string base(uri.substr(0, q));
-  const bool named_by_path = scheme == "redis-stream" || scheme == "kafka" || scheme == "pulsar-ws";
+  const bool named_by_path =
+      scheme == "redis-stream" || scheme == "rediss-stream" || scheme == "kafka" || scheme == "pulsar-ws";
   if (named_by_path) {
     const std::size_t slash = base.rfind('/');
     if (slash == std::string::npos || slash < colon + 3 || slash + 1 == base.size())
-      return invalid_argument("the URI names no " + std::string(scheme == "redis-stream" ? "stream" : "topic"));
+      return invalid_argument("the URI names no " + std::string(scheme.starts_with("redis") ? "stream" : "topic"));
     base += suffix;
   }
   if (q == std::string_view::npos) return base;
@@ -187,6 +188,7 @@ std::string broker_uri_forms() {
   std::string help;
 #ifdef IDEM_WITH_REDIS_STREAMS
   help += "  redis-stream://[[USER:]PASSWORD@]HOST:PORT/STREAM?group=G[&consumer=NAME][&db=N]\n";
+  help += "  rediss-stream://[[USER:]PASSWORD@]HOST:PORT/STREAM?group=G[&…]  (redis-stream:// over TLS)\n";
 #endif
 #ifdef IDEM_WITH_RABBITMQ
   help += "  amqp://USER:PASSWORD@HOST:PORT/VHOST?queue=Q[&queue_type=quorum][&prefetch=N]  (%2F: vhost /)\n";

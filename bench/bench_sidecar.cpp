@@ -10,7 +10,7 @@
 //                  store, the floor of the sidecar path
 // Each row is timed from its start to the handler's N-th request (so idem's process
 // start counts against it), median of --repeat runs; ratios against plain.
-#include <hiredis/hiredis.h>
+#include <hiredict/hiredict.h>
 #include <httplib.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -76,52 +76,52 @@ class Handler {
 };
 
 void publish(int port, const std::string& stream, std::size_t n) {
-  redisContext* c = redisConnect("127.0.0.1", port);
+  redictContext* c = redictConnect("127.0.0.1", port);
   for (std::size_t i = 0; i < n; ++i) {
     const std::string body = R"({"id":"m-)" + std::to_string(i) + R"("})";
-    redisAppendCommand(c, "XADD %s * body %s", stream.c_str(), body.c_str());
+    redictAppendCommand(c, "XADD %s * body %s", stream.c_str(), body.c_str());
   }
   for (std::size_t i = 0; i < n; ++i) {
     void* r = nullptr;
-    redisGetReply(c, &r);
+    redictGetReply(c, &r);
     freeReplyObject(r);
   }
-  redisFree(c);
+  redictFree(c);
 }
 
 // One consumer of the plain loop: read 64, POST each, XACK them, until the stream is dry.
 void plain_worker(int redis_port, int http_port, const std::string& stream, int id) {
-  redisContext* c = redisConnect("127.0.0.1", redis_port);
+  redictContext* c = redictConnect("127.0.0.1", redis_port);
   httplib::Client h("127.0.0.1", http_port);
   h.set_keep_alive(true);
   h.set_tcp_nodelay(true);
   const std::string name = "c" + std::to_string(id);
   for (;;) {
-    auto* r = static_cast<redisReply*>(redisCommand(c, "XREADGROUP GROUP g %s COUNT 64 BLOCK 500 STREAMS %s >",
+    auto* r = static_cast<redictReply*>(redictCommand(c, "XREADGROUP GROUP g %s COUNT 64 BLOCK 500 STREAMS %s >",
                                                     name.c_str(), stream.c_str()));
-    if (r == nullptr || r->type != REDIS_REPLY_ARRAY) {
+    if (r == nullptr || r->type != REDICT_REPLY_ARRAY) {
       freeReplyObject(r);
       break;
     }
-    const redisReply* entries = r->element[0]->element[1];
+    const redictReply* entries = r->element[0]->element[1];
     std::vector<std::string> ids;
     for (std::size_t i = 0; i < entries->elements; ++i) {
-      const redisReply* e = entries->element[i];
+      const redictReply* e = entries->element[i];
       h.Post("/h", std::string(e->element[1]->element[1]->str, e->element[1]->element[1]->len), "application/json");
       ids.emplace_back(e->element[0]->str, e->element[0]->len);
     }
     std::vector<const char*> argv{"XACK", stream.c_str(), "g"};
     for (const std::string& i : ids) argv.push_back(i.c_str());
-    freeReplyObject(redisCommandArgv(c, static_cast<int>(argv.size()), argv.data(), nullptr));
+    freeReplyObject(redictCommandArgv(c, static_cast<int>(argv.size()), argv.data(), nullptr));
     freeReplyObject(r);
   }
-  redisFree(c);
+  redictFree(c);
 }
 
 double plain(const Config& cfg, int redis_port, Handler& h, const std::string& stream) {
-  redisContext* c = redisConnect("127.0.0.1", redis_port);
-  freeReplyObject(redisCommand(c, "XGROUP CREATE %s g 0 MKSTREAM", stream.c_str()));
-  redisFree(c);
+  redictContext* c = redictConnect("127.0.0.1", redis_port);
+  freeReplyObject(redictCommand(c, "XGROUP CREATE %s g 0 MKSTREAM", stream.c_str()));
+  redictFree(c);
   h.expect(cfg.messages);
   const auto t0 = Clock::now();
   std::vector<std::thread> ts;

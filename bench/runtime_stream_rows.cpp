@@ -1,5 +1,5 @@
 // The Redis Streams rows of idem_bench_runtime (see bench_runtime.cpp).
-#include <hiredis/hiredis.h>
+#include <hiredict/hiredict.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -16,28 +16,28 @@ namespace {
 // XREADGROUP COUNT batch + one XACK per batch until n entries; `each` sees every id.
 template <class Each>
 double plain_loop(int port, const std::string& stream, std::size_t n, std::size_t batch, Each each) {
-  redisContext* c = redisConnect("127.0.0.1", port);
-  freeReplyObject(redisCommand(c, "XGROUP CREATE %s g 0 MKSTREAM", stream.c_str()));
+  redictContext* c = redictConnect("127.0.0.1", port);
+  freeReplyObject(redictCommand(c, "XGROUP CREATE %s g 0 MKSTREAM", stream.c_str()));
   const std::string count = std::to_string(batch);
   std::vector<const char*> read{"XREADGROUP", "GROUP",        "g", "c", "COUNT", count.c_str(), "BLOCK", "1000",
                                 "STREAMS",    stream.c_str(), ">"};
   std::size_t got = 0;
   const auto t0 = Clock::now();
   while (got < n) {
-    auto* r = static_cast<redisReply*>(redisCommandArgv(c, static_cast<int>(read.size()), read.data(), nullptr));
-    if (r == nullptr || r->type != REDIS_REPLY_ARRAY) break;
-    const redisReply* entries = r->element[0]->element[1];
+    auto* r = static_cast<redictReply*>(redictCommandArgv(c, static_cast<int>(read.size()), read.data(), nullptr));
+    if (r == nullptr || r->type != REDICT_REPLY_ARRAY) break;
+    const redictReply* entries = r->element[0]->element[1];
     std::vector<const char*> argv{"XACK", stream.c_str(), "g"};
     for (std::size_t i = 0; i < entries->elements; ++i) {
       argv.push_back(entries->element[i]->element[0]->str);
       each(std::string(entries->element[i]->element[1]->element[1]->str));
     }
-    freeReplyObject(redisCommandArgv(c, static_cast<int>(argv.size()), argv.data(), nullptr));
+    freeReplyObject(redictCommandArgv(c, static_cast<int>(argv.size()), argv.data(), nullptr));
     got += entries->elements;
     freeReplyObject(r);
   }
   const double r = rate(got, Clock::now() - t0);
-  redisFree(c);
+  redictFree(c);
   return r;
 }
 

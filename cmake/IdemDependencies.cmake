@@ -53,10 +53,12 @@ if(IDEM_WITH_BLOOM AND NOT TARGET idem_deps::bloom)
     INTERFACE_INCLUDE_DIRECTORIES ${IDEM_BLOOM_INCLUDE_DIR})
 endif()
 
-# hiredis (libhiredis-dev 0.14): pkg-config, as an unversioned find_package(Hiredis)
-# fails on Debian. Include as <hiredis/hiredis.h>.
+# hiredict (libhiredict-dev 1.3, bookworm-backports: Debian 12's hiredis 0.14 has no
+# TLS), with its TLS part: pkg-config's hiredict and hiredict_ssl. Include as
+# <hiredict/hiredict.h>; OpenSSL for the verifying context idem gives it.
 if(IDEM_WITH_REDIS OR IDEM_WITH_REDIS_STREAMS)
-  idem_find_library(hiredis hiredis hiredis/hiredis.h hiredis)
+  idem_find_library(hiredict "hiredict;hiredict_ssl" hiredict/hiredict.h hiredict)
+  find_dependency(OpenSSL)
 endif()
 
 # rabbitmq-c (librabbitmq-dev 0.11). Include as <amqp.h> (Debian's 0.11 has no

@@ -11,7 +11,7 @@ IDEM_PACKAGES=(
   libsqlite3-dev libspdlog-dev libxxhash-dev
   nlohmann-json3-dev libcli11-dev libcpp-httplib-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  librocksdb-dev libbloom-dev libhiredis-dev redis-server redis-tools
+  librocksdb-dev libbloom-dev redis-server redis-tools
   libyaml-cpp-dev
   librabbitmq-dev rabbitmq-server libssl-dev openssl
   libnats-dev nats-server
@@ -25,18 +25,38 @@ IDEM_PACKAGES=(
   faketime
 )
 
-idem_install_packages() {
-  local missing=()
-  for p in "${IDEM_PACKAGES[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+# From bookworm-backports (Debian's own suite for newer versions, on the same mirror):
+# hiredict 1.3, a hiredis 1.x with TLS, where Debian 12's hiredis 0.14 has none.
+IDEM_BACKPORTS_PACKAGES=(libhiredict-dev)
+IDEM_BACKPORTS_SOURCE=/etc/apt/sources.list.d/idem-bookworm-backports.sources
+
+idem_missing() {  # idem_missing PACKAGE…: those not installed
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || echo "$p"
   done
-  ((${#missing[@]} == 0)) && return 0
-  echo "idem: installing ${missing[*]}" >&2
+}
+
+idem_install_packages() {
+  local missing backports
+  mapfile -t missing < <(idem_missing "${IDEM_PACKAGES[@]}")
+  mapfile -t backports < <(idem_missing "${IDEM_BACKPORTS_PACKAGES[@]}")
+  ((${#missing[@]} + ${#backports[@]} == 0)) && return 0
+  echo "idem: installing ${missing[*]} ${backports[*]}" >&2
   local sudo=""
   [[ $(id -u) -ne 0 ]] && sudo="sudo"
   export DEBIAN_FRONTEND=noninteractive
+  if ((${#backports[@]})) && ! grep -rqs "bookworm-backports" /etc/apt/sources.list /etc/apt/sources.list.d/; then
+    printf '%s\n' "Types: deb" "URIs: http://deb.debian.org/debian" "Suites: bookworm-backports" \
+      "Components: main" "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg" |
+      $sudo tee "$IDEM_BACKPORTS_SOURCE" >/dev/null
+  fi
   $sudo apt-get update -qq
-  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  if ((${#missing[@]})); then
+    $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  fi
+  if ((${#backports[@]})); then
+    $sudo apt-get install -y -qq --no-install-recommends -t bookworm-backports "${backports[@]}" >/dev/null
+  fi
 }
 
 # idem_build DIR [cmake args…]: configure (once) and build everything in DIR, through

@@ -74,8 +74,8 @@ StatusOr<std::shared_ptr<Store>> open_parsed(const StoreUri& u, std::string& kno
   if (u.scheme == "sqlite") return sqlite::open(u);
 #endif
 #ifdef IDEM_WITH_REDIS
-  known += ", redis://HOST:PORT";
-  if (u.scheme == "redis") return redis::open(u);
+  known += ", redis[s]://HOST:PORT";
+  if (u.scheme == "redis" || u.scheme == "rediss") return redis::open(u);
 #endif
 #ifdef IDEM_WITH_ROCKSDB
   known += ", rocksdb:PATH";

@@ -5,7 +5,7 @@
 // round trip, or per batch one pipeline of claims and one script of commits. Raw keys
 // are `<prefix>bench-raw:{<id>}` and expire after an hour. One standalone server
 // (the first endpoint of the URI); a cluster gets the idem rows only.
-#include <hiredis/hiredis.h>
+#include <hiredict/hiredict.h>
 
 #include <memory>
 #include <stdexcept>
@@ -36,14 +36,14 @@ end
 return table.concat(codes)
 )lua";
 
-using ReplyPtr = std::unique_ptr<redisReply, decltype(&freeReplyObject)>;
+using ReplyPtr = std::unique_ptr<redictReply, decltype(&freeReplyObject)>;
 
 // One hiredis connection: commands appended, replies read in order.
 class RawRedis {
  public:
   RawRedis(const redis::Options& o, std::string prefix) : prefix_(std::move(prefix)) {
     const redis::Endpoint& at = o.endpoints.front();
-    c_ = redisConnect(at.host.c_str(), at.port);
+    c_ = redictConnect(at.host.c_str(), at.port);
     if (c_ == nullptr || c_->err != 0) fail("connect to " + at.host + ":" + std::to_string(at.port));
     if (!o.password.empty()) {
       if (o.user.empty())
@@ -54,7 +54,7 @@ class RawRedis {
     if (o.db != 0) call({"SELECT", std::to_string(o.db)});
     sha_ = call({"SCRIPT", "LOAD", kFloorCommit})->str;
   }
-  ~RawRedis() { redisFree(c_); }
+  ~RawRedis() { redictFree(c_); }
   RawRedis(const RawRedis&) = delete;
   RawRedis& operator=(const RawRedis&) = delete;
 
@@ -68,13 +68,13 @@ class RawRedis {
       ptrs.push_back(a.data());
       lens.push_back(a.size());
     }
-    if (redisAppendCommandArgv(c_, static_cast<int>(argv.size()), ptrs.data(), lens.data()) != REDIS_OK) fail("append");
+    if (redictAppendCommandArgv(c_, static_cast<int>(argv.size()), ptrs.data(), lens.data()) != REDICT_OK) fail("append");
   }
   ReplyPtr read() {
     void* r = nullptr;
-    if (redisGetReply(c_, &r) != REDIS_OK || r == nullptr) fail("read");
-    ReplyPtr reply(static_cast<redisReply*>(r), &freeReplyObject);
-    if (reply->type == REDIS_REPLY_ERROR) throw std::runtime_error("raw redis: " + std::string(reply->str));
+    if (redictGetReply(c_, &r) != REDICT_OK || r == nullptr) fail("read");
+    ReplyPtr reply(static_cast<redictReply*>(r), &freeReplyObject);
+    if (reply->type == REDICT_REPLY_ERROR) throw std::runtime_error("raw redis: " + std::string(reply->str));
     return reply;
   }
   ReplyPtr call(const std::vector<std::string>& argv) {
@@ -82,13 +82,13 @@ class RawRedis {
     return read();
   }
   // SET NX PX's answer: true iff the key was set (a new id).
-  static bool was_set(const ReplyPtr& r) { return r->type == REDIS_REPLY_STATUS; }
+  static bool was_set(const ReplyPtr& r) { return r->type == REDICT_REPLY_STATUS; }
 
  private:
   [[noreturn]] void fail(const std::string& what) const {
     throw std::runtime_error("raw redis: " + what + ": " + (c_ != nullptr ? c_->errstr : "out of memory"));
   }
-  redisContext* c_ = nullptr;
+  redictContext* c_ = nullptr;
   std::string prefix_;
   std::string sha_;
 };

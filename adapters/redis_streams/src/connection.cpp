@@ -1,6 +1,8 @@
 #include "connection.hpp"
 
-#include <hiredis/hiredis.h>
+#include "tls_context.hpp"
+
+#include <hiredict/hiredict.h>
 #include <sys/time.h>
 
 #include <cstring>
@@ -15,7 +17,7 @@ timeval to_timeval(Duration d) {
   return tv;
 }
 
-void append(redisContext* c, const std::vector<std::string>& argv) {
+void append(redictContext* c, const std::vector<std::string>& argv) {
   std::vector<const char*> ptrs;
   std::vector<size_t> lens;
   ptrs.reserve(argv.size());
@@ -24,12 +26,12 @@ void append(redisContext* c, const std::vector<std::string>& argv) {
     ptrs.push_back(a.data());
     lens.push_back(a.size());
   }
-  redisAppendCommandArgv(c, static_cast<int>(argv.size()), ptrs.data(), lens.data());
+  redictAppendCommandArgv(c, static_cast<int>(argv.size()), ptrs.data(), lens.data());
 }
 
 }  // namespace
 
-void ReplyDeleter::operator()(redisReply* r) const { freeReplyObject(r); }
+void ReplyDeleter::operator()(redictReply* r) const { freeReplyObject(r); }
 
 void encode_bulk(std::string& out, std::string_view arg) {
   out += '$';
@@ -39,21 +41,27 @@ void encode_bulk(std::string& out, std::string_view arg) {
   out += "\r\n";
 }
 
-std::string error_text(const redisReply* r) {
-  if (r == nullptr || r->type != REDIS_REPLY_ERROR) return {};
+std::string error_text(const redictReply* r) {
+  if (r == nullptr || r->type != REDICT_REPLY_ERROR) return {};
   return std::string(r->str, r->len);
 }
 
 StatusOr<std::unique_ptr<Connection>> Connection::open(const Options& o) {
   const std::string where = o.host + ":" + std::to_string(o.port);
-  redisContext* c = redisConnectWithTimeout(o.host.c_str(), o.port, to_timeval(o.connect_timeout));
+  redictContext* c = redictConnectWithTimeout(o.host.c_str(), o.port, to_timeval(o.connect_timeout));
   if (c == nullptr) return unavailable("redis-stream: cannot connect to " + where + ": out of memory");
   if (c->err != 0) {
     std::string why = c->errstr;
-    redisFree(c);
+    redictFree(c);
     return unavailable("redis-stream: cannot connect to " + where + ": " + why);
   }
   std::unique_ptr<Connection> conn(new Connection(c));
+  if (o.tls.enabled) {
+    auto tls = redis_tls::Context::make(o.tls);
+    if (!tls.ok()) return invalid_argument("redis-stream: " + tls.status().message());
+    conn->set_timeout(o.connect_timeout);  // the handshake's reads and writes
+    if (Status s = (*tls)->start(c, o.host, "redis-stream at " + where); !s.ok()) return s;
+  }
   std::vector<std::vector<std::string>> setup;
   if (!o.password.empty()) {
     setup.push_back({"AUTH"});
@@ -71,11 +79,11 @@ StatusOr<std::unique_ptr<Connection>> Connection::open(const Options& o) {
   return conn;
 }
 
-Connection::~Connection() { redisFree(c_); }
+Connection::~Connection() { redictFree(c_); }
 
 void Connection::set_timeout(Duration timeout) {
   if (timeout == timeout_) return;
-  redisSetTimeout(c_, to_timeval(timeout));
+  redictSetTimeout(c_, to_timeval(timeout));
   timeout_ = timeout;
 }
 
@@ -93,10 +101,10 @@ StatusOr<ReplyPtr> Connection::call(const std::vector<std::string>& argv, Durati
 StatusOr<ReplyPtr> Connection::call_encoded(const std::string& command, Duration timeout) {
   if (broken_) return unavailable("redis-stream: the connection is broken");
   set_timeout(timeout);
-  redisAppendFormattedCommand(c_, command.data(), command.size());
+  redictAppendFormattedCommand(c_, command.data(), command.size());
   void* reply = nullptr;
-  if (redisGetReply(c_, &reply) != REDIS_OK || reply == nullptr) return io_error("reading a reply");
-  return ReplyPtr(static_cast<redisReply*>(reply));
+  if (redictGetReply(c_, &reply) != REDICT_OK || reply == nullptr) return io_error("reading a reply");
+  return ReplyPtr(static_cast<redictReply*>(reply));
 }
 
 StatusOr<std::vector<ReplyPtr>> Connection::pipeline(const std::vector<std::vector<std::string>>& cmds,
@@ -108,8 +116,8 @@ StatusOr<std::vector<ReplyPtr>> Connection::pipeline(const std::vector<std::vect
   out.reserve(cmds.size());
   for (std::size_t i = 0; i < cmds.size(); ++i) {
     void* reply = nullptr;
-    if (redisGetReply(c_, &reply) != REDIS_OK || reply == nullptr) return io_error("reading a reply");
-    out.emplace_back(static_cast<redisReply*>(reply));
+    if (redictGetReply(c_, &reply) != REDICT_OK || reply == nullptr) return io_error("reading a reply");
+    out.emplace_back(static_cast<redictReply*>(reply));
   }
   return out;
 }

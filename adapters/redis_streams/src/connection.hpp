@@ -9,15 +9,15 @@
 
 #include "idem/redis_stream_source.hpp"
 
-struct redisContext;
-struct redisReply;
+struct redictContext;
+struct redictReply;
 
 namespace idem::redis_streams::detail {
 
 struct ReplyDeleter {
-  void operator()(redisReply* r) const;
+  void operator()(redictReply* r) const;
 };
-using ReplyPtr = std::unique_ptr<redisReply, ReplyDeleter>;
+using ReplyPtr = std::unique_ptr<redictReply, ReplyDeleter>;
 
 class Connection {
  public:
@@ -28,7 +28,7 @@ class Connection {
   Connection& operator=(const Connection&) = delete;
 
   // Sends argv and reads its reply, waiting up to `timeout`. A server error reply is
-  // returned as a reply (type REDIS_REPLY_ERROR); kUnavailable on I/O errors (the
+  // returned as a reply (type REDICT_REPLY_ERROR); kUnavailable on I/O errors (the
   // connection is then broken()).
   StatusOr<ReplyPtr> call(const std::vector<std::string>& argv, Duration timeout);
   // The same for a command already in RESP (encode_bulk()): no per-argument formatting.
@@ -39,11 +39,11 @@ class Connection {
   bool broken() const { return broken_; }
 
  private:
-  explicit Connection(redisContext* c) : c_(c) {}
+  explicit Connection(redictContext* c) : c_(c) {}
   void set_timeout(Duration timeout);
   Status io_error(const char* what);
 
-  redisContext* c_;
+  redictContext* c_;
   bool broken_ = false;
   Duration timeout_{-1};
 };
@@ -53,6 +53,6 @@ class Connection {
 void encode_bulk(std::string& out, std::string_view arg);
 
 // Returns "ERR …" text of an error reply, or empty when `r` is not an error.
-std::string error_text(const redisReply* r);
+std::string error_text(const redictReply* r);
 
 }  // namespace idem::redis_streams::detail

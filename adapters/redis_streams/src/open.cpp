@@ -1,5 +1,5 @@
 // open() and the Publisher of the Redis Streams adapter.
-#include <hiredis/hiredis.h>
+#include <hiredict/hiredict.h>
 
 #include "connection.hpp"
 #include "idem/redis_stream_source.hpp"

@@ -1,6 +1,6 @@
 #include "stream_source.hpp"
 
-#include <hiredis/hiredis.h>
+#include <hiredict/hiredict.h>
 #include <spdlog/logger.h>
 #include <unistd.h>
 
@@ -22,14 +22,14 @@ std::string default_consumer_name() {
   return std::string(host[0] ? host : "host") + "-" + std::to_string(getpid()) + "-" + suffix;
 }
 
-std::string text(const redisReply* r) {
-  if (r == nullptr || (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_STATUS)) return {};
+std::string text(const redictReply* r) {
+  if (r == nullptr || (r->type != REDICT_REPLY_STRING && r->type != REDICT_REPLY_STATUS)) return {};
   return std::string(r->str, r->len);
 }
 
-bool is_array(const redisReply* r) { return r != nullptr && r->type == REDIS_REPLY_ARRAY; }
+bool is_array(const redictReply* r) { return r != nullptr && r->type == REDICT_REPLY_ARRAY; }
 
-Status from_error(const std::string& what, const redisReply* r) {
+Status from_error(const std::string& what, const redictReply* r) {
   return unavailable("redis-stream: " + what + ": " + error_text(r));
 }
 
@@ -119,14 +119,14 @@ Status StreamSource::read_history(std::size_t max, std::vector<Delivery>& out) {
   auto r = call({"XREADGROUP", "GROUP", o_.group, o_.consumer, "COUNT", std::to_string(max), "STREAMS", o_.stream,
                  history_cursor_});
   if (!r.ok()) return r.status();
-  const redisReply* rep = r->get();
+  const redictReply* rep = r->get();
   if (!error_text(rep).empty()) return from_error("XREADGROUP", rep);
   if (!is_array(rep) || rep->elements == 0 || !is_array(rep->element[0]) || rep->element[0]->elements < 2 ||
       rep->element[0]->element[1]->elements == 0) {
     history_done_ = true;
     return ok_status();
   }
-  const redisReply* entries = rep->element[0]->element[1];
+  const redictReply* entries = rep->element[0]->element[1];
   history_cursor_ = text(entries->element[entries->elements - 1]->element[0]);
   const std::size_t from = out.size();
   take_entries(entries, false, out);
@@ -142,7 +142,7 @@ Status StreamSource::read_new(std::size_t max, Duration timeout, std::vector<Del
   argv.insert(argv.end(), {"STREAMS", o_.stream, ">"});
   auto r = call(argv, timeout);
   if (!r.ok()) return r.status();
-  const redisReply* rep = r->get();
+  const redictReply* rep = r->get();
   if (!error_text(rep).empty()) return from_error("XREADGROUP", rep);
   if (!is_array(rep) || rep->elements == 0 || !is_array(rep->element[0]) || rep->element[0]->elements < 2) {
     return ok_status();  // nil: nothing came in time
@@ -176,7 +176,7 @@ Status StreamSource::autoclaim(std::size_t max, std::vector<Delivery>& out) {
   auto r = call({"XAUTOCLAIM", o_.stream, o_.group, o_.consumer, std::to_string(o_.lease.count()), autoclaim_cursor_,
                  "COUNT", std::to_string(max)});
   if (!r.ok()) return r.status();
-  const redisReply* rep = r->get();
+  const redictReply* rep = r->get();
   if (!error_text(rep).empty()) return from_error("XAUTOCLAIM", rep);
   if (!is_array(rep) || rep->elements < 2) return ok_status();
   autoclaim_cursor_ = text(rep->element[0]);
@@ -189,11 +189,11 @@ Status StreamSource::autoclaim(std::size_t max, std::vector<Delivery>& out) {
   return fill_delivery_counts(out, from);
 }
 
-std::size_t StreamSource::take_entries(const redisReply* entries, bool counted, std::vector<Delivery>& out) {
+std::size_t StreamSource::take_entries(const redictReply* entries, bool counted, std::vector<Delivery>& out) {
   std::size_t added = 0;
   const TimePoint now = clock_->now();
   for (std::size_t i = 0; i < entries->elements; ++i) {
-    const redisReply* e = entries->element[i];
+    const redictReply* e = entries->element[i];
     if (!is_array(e) || e->elements < 1) continue;  // XCLAIM's nil: the entry was deleted
     std::string id = text(e->element[0]);
     if (e->elements < 2 || !is_array(e->element[1])) {  // pending, but trimmed from the stream
@@ -207,7 +207,7 @@ std::size_t StreamSource::take_entries(const redisReply* entries, bool counted, 
     d.partition = o_.stream;
     d.received_at = now;
     d.delivery_count = counted ? 1 : 0;
-    const redisReply* fields = e->element[1];
+    const redictReply* fields = e->element[1];
     for (std::size_t f = 0; f + 1 < fields->elements; f += 2) {
       std::string name = text(fields->element[f]);
       if (name == "body") {
@@ -241,7 +241,7 @@ Status StreamSource::fill_delivery_counts(std::vector<Delivery>& out, std::size_
   auto replies = conn_->pipeline(cmds, o_.command_timeout);
   if (!replies.ok()) return replies.status();
   for (std::size_t i = 0; i < replies->size(); ++i) {
-    const redisReply* r = (*replies)[i].get();
+    const redictReply* r = (*replies)[i].get();
     if (is_array(r) && r->elements == 1 && is_array(r->element[0]) && r->element[0]->elements >= 4) {
       out[from + i].delivery_count = static_cast<std::uint32_t>(r->element[0]->element[3]->integer);
     }
@@ -337,7 +337,7 @@ StatusOr<bool> StreamSource::drained() {
   if (!retries_.empty()) return false;
   auto r = call({"XPENDING", o_.stream, o_.group});
   if (!r.ok()) return r.status();
-  const redisReply* rep = r->get();
+  const redictReply* rep = r->get();
   if (!is_array(rep) || rep->elements < 1) return from_error("XPENDING", rep);
   return rep->element[0]->integer == 0;
 }

@@ -58,7 +58,7 @@ class StreamSource final : public MessageSource {
   Status autoclaim(std::size_t max, std::vector<Delivery>& out);
   // Turns a reply's entries into deliveries (acking deleted ones); returns how many
   // were added. counted: the deliveries' counts are 1 (new entries); else read them.
-  std::size_t take_entries(const redisReply* entries, bool counted, std::vector<Delivery>& out);
+  std::size_t take_entries(const redictReply* entries, bool counted, std::vector<Delivery>& out);
   // Drops id's scheduled retry, if any.
   void forget_retry(const std::string& id);
   Status fill_delivery_counts(std::vector<Delivery>& out, std::size_t from);

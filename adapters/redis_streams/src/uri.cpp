@@ -1,5 +1,6 @@
-// redis-stream://[[USER:]PASSWORD@]HOST:PORT/STREAM?group=G&… → Options.
+// redis[s]-stream://[[USER:]PASSWORD@]HOST:PORT/STREAM?group=G&… → Options.
 #include "idem/backend/store_uri.hpp"
+#include "idem/backend/tls_options.hpp"
 #include "idem/redis_stream_source.hpp"
 
 namespace idem::redis_streams {
@@ -26,10 +27,14 @@ Status take_host_port(std::string_view hostport, Options& o) {
 }
 
 Status take_params(const StoreUri& u, Options& o) {
-  if (Status s = u.check_params({"group", "consumer", "db", "dlq", "connect_timeout_ms", "claim_every_ms", "password"});
+  if (Status s = u.check_params({"group", "consumer", "db", "dlq", "connect_timeout_ms", "claim_every_ms", "password"},
+                                kTlsParams);
       !s.ok()) {
     return s;
   }
+  auto tls = parse_tls(u, u.scheme == "rediss-stream");
+  if (!tls.ok()) return bad(tls.status().message());
+  o.tls = std::move(tls).value();
   if (auto g = u.param("group")) o.group = *g;
   if (auto c = u.param("consumer")) o.consumer = *c;
   if (auto d = u.param("dlq")) o.dead_letter_stream = *d;
@@ -51,7 +56,8 @@ Status take_params(const StoreUri& u, Options& o) {
 StatusOr<Options> parse_uri_unscrubbed(std::string_view uri) {
   auto u = StoreUri::parse(uri);
   if (!u.ok()) return bad("not a URI (want redis-stream://HOST:PORT/STREAM?group=G): " + u.status().message());
-  if (u->scheme != "redis-stream") return bad("scheme must be redis-stream://");
+  if (u->scheme != "redis-stream" && u->scheme != "rediss-stream")
+    return bad("scheme must be redis-stream:// or rediss-stream:// (TLS)");
   std::string_view rest = u->body;
   if (rest.substr(0, 2) != "//") return bad("want redis-stream://HOST:PORT/STREAM?group=G");
   rest.remove_prefix(2);

@@ -1,6 +1,6 @@
 #include "connection.hpp"
 
-#include <hiredis/hiredis.h>
+#include <hiredict/hiredict.h>
 #include <sys/socket.h>
 
 #include <cerrno>
@@ -21,16 +21,16 @@ timeval to_timeval(Duration d) {
 }  // namespace
 
 Reply::Type ReplyView::type() const {
-  switch (static_cast<const redisReply*>(raw_)->type) {
-    case REDIS_REPLY_STRING:
+  switch (static_cast<const redictReply*>(raw_)->type) {
+    case REDICT_REPLY_STRING:
       return Reply::Type::kString;
-    case REDIS_REPLY_STATUS:
+    case REDICT_REPLY_STATUS:
       return Reply::Type::kStatus;
-    case REDIS_REPLY_ERROR:
+    case REDICT_REPLY_ERROR:
       return Reply::Type::kError;
-    case REDIS_REPLY_INTEGER:
+    case REDICT_REPLY_INTEGER:
       return Reply::Type::kInteger;
-    case REDIS_REPLY_ARRAY:
+    case REDICT_REPLY_ARRAY:
       return Reply::Type::kArray;
     default:
       return Reply::Type::kNil;
@@ -44,22 +44,22 @@ bool ReplyView::error_is(std::string_view code) const {
 }
 
 std::int64_t ReplyView::integer() const {
-  const auto* r = static_cast<const redisReply*>(raw_);
-  return r->type == REDIS_REPLY_INTEGER ? r->integer : 0;
+  const auto* r = static_cast<const redictReply*>(raw_);
+  return r->type == REDICT_REPLY_INTEGER ? r->integer : 0;
 }
 
 std::string_view ReplyView::str() const {
-  const auto* r = static_cast<const redisReply*>(raw_);
-  const bool text = r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS || r->type == REDIS_REPLY_ERROR;
+  const auto* r = static_cast<const redictReply*>(raw_);
+  const bool text = r->type == REDICT_REPLY_STRING || r->type == REDICT_REPLY_STATUS || r->type == REDICT_REPLY_ERROR;
   return text ? std::string_view(r->str, r->len) : std::string_view();
 }
 
 std::size_t ReplyView::size() const {
-  const auto* r = static_cast<const redisReply*>(raw_);
-  return r->type == REDIS_REPLY_ARRAY ? r->elements : 0;
+  const auto* r = static_cast<const redictReply*>(raw_);
+  return r->type == REDICT_REPLY_ARRAY ? r->elements : 0;
 }
 
-ReplyView ReplyView::at(std::size_t i) const { return ReplyView(static_cast<const redisReply*>(raw_)->element[i]); }
+ReplyView ReplyView::at(std::size_t i) const { return ReplyView(static_cast<const redictReply*>(raw_)->element[i]); }
 
 Reply ReplyView::to_reply() const {
   Reply out;
@@ -75,16 +75,18 @@ Reply ReplyView::to_reply() const {
 std::string to_string(const Endpoint& e) { return e.host + ":" + std::to_string(e.port); }
 
 StatusOr<std::unique_ptr<Connection>> Connection::open(const Endpoint& at, const ConnectOptions& o) {
-  redisContext* c = redisConnectWithTimeout(at.host.c_str(), at.port, to_timeval(o.connect_timeout));
+  redictContext* c = redictConnectWithTimeout(at.host.c_str(), at.port, to_timeval(o.connect_timeout));
   if (c == nullptr) return unavailable("redis: cannot allocate a connection to " + to_string(at));
   if (c->err != 0) {
     std::string why = c->errstr;
-    redisFree(c);
+    redictFree(c);
     return unavailable("redis: cannot connect to " + to_string(at) + ": " + why);
   }
-  redisSetTimeout(c, to_timeval(o.command_timeout));
-  redisEnableKeepAlive(c);
+  redictSetTimeout(c, to_timeval(o.command_timeout));
+  redictEnableKeepAlive(c);
   std::unique_ptr<Connection> conn(new Connection(c, at));
+  if (o.tls != nullptr)
+    if (Status s = o.tls->start(c, at.host, "redis at " + to_string(at)); !s.ok()) return s;
   if (!o.password.empty()) {
     std::vector<std::string> auth = {"AUTH"};
     if (!o.user.empty()) auth.push_back(o.user);
@@ -105,7 +107,7 @@ StatusOr<std::unique_ptr<Connection>> Connection::open(const Endpoint& at, const
 
 Connection::~Connection() {
   drop_view();
-  redisFree(c_);
+  redictFree(c_);
 }
 
 void Connection::drop_view() {
@@ -114,7 +116,7 @@ void Connection::drop_view() {
 }
 
 void Connection::append_out() {
-  if (redisAppendFormattedCommand(c_, out_.text().data(), out_.text().size()) != REDIS_OK) broken_ = true;
+  if (redictAppendFormattedCommand(c_, out_.text().data(), out_.text().size()) != REDICT_OK) broken_ = true;
 }
 
 void Connection::append(const std::vector<std::string>& argv) {
@@ -151,10 +153,10 @@ StatusOr<Reply> Connection::read() {
 StatusOr<ReplyView> Connection::read_view() {
   drop_view();
   if (broken_) return unavailable("redis: connection to " + to_string(at_) + " is broken");
-  if (redisGetReply(c_, &view_) != REDIS_OK || view_ == nullptr) {
+  if (redictGetReply(c_, &view_) != REDICT_OK || view_ == nullptr) {
     broken_ = true;
     view_ = nullptr;
-    const bool timeout = c_->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK);
+    const bool timeout = c_->err == REDICT_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK);
     return unavailable("redis: " + to_string(at_) + ": " +
                        (timeout ? std::string("no reply within the command timeout") : std::string(c_->errstr)));
   }
@@ -214,7 +216,7 @@ void Connection::flush() {
   if (broken_) return;
   int done = 0;
   while (done == 0) {
-    if (redisBufferWrite(c_, &done) != REDIS_OK) {
+    if (redictBufferWrite(c_, &done) != REDICT_OK) {
       broken_ = true;
       return;
     }

@@ -13,8 +13,9 @@
 #include "idem/redis_store.hpp"
 #include "reply.hpp"
 #include "resp_writer.hpp"
+#include "tls_context.hpp"
 
-struct redisContext;
+struct redictContext;
 
 namespace idem::redis::detail {
 
@@ -25,6 +26,7 @@ struct ConnectOptions {
   std::string user;
   std::string password;
   int db = 0;
+  std::shared_ptr<const redis_tls::Context> tls;  // null: plaintext
 };
 
 // Renders "host:port".
@@ -62,8 +64,9 @@ struct Encoded {
 // A connected, authenticated connection. Not thread-safe: one user at a time.
 class Connection {
  public:
-  // Connects, AUTHs and SELECTs. Errors: kUnavailable (cannot connect, timeout),
-  // kInvalidArgument (AUTH or SELECT refused).
+  // Connects (with TLS when o.tls is set), AUTHs and SELECTs. Errors: kUnavailable
+  // (cannot connect, timeout), kFailedPrecondition (the server's certificate or the
+  // credentials refused), kInvalidArgument (SELECT refused).
   static StatusOr<std::unique_ptr<Connection>> open(const Endpoint& at, const ConnectOptions& o);
   ~Connection();
   Connection(const Connection&) = delete;
@@ -104,12 +107,12 @@ class Connection {
   const Endpoint& endpoint() const { return at_; }
 
  private:
-  Connection(redisContext* c, Endpoint at) : c_(c), at_(std::move(at)) {}
+  Connection(redictContext* c, Endpoint at) : c_(c), at_(std::move(at)) {}
   // Queues the RESP text of out_ as it is.
   void append_out();
   // Frees the reply that the last read_view() returned.
   void drop_view();
-  redisContext* c_;
+  redictContext* c_;
   RespWriter out_;        // the RESP text being queued (reused)
   void* view_ = nullptr;  // the reply of the last read_view(), owned
   Endpoint at_;

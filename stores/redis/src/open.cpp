@@ -2,7 +2,9 @@
 #include <charconv>
 
 #include "cluster/cluster_executor.hpp"
+#include "idem/backend/tls_options.hpp"
 #include "redis_store_impl.hpp"
+#include "tls_context.hpp"
 
 namespace idem::redis {
 namespace detail {
@@ -81,6 +83,11 @@ StatusOr<std::unique_ptr<Executor>> connect(Options& o, const ConnectOptions& co
 StatusOr<std::shared_ptr<RedisStore>> open(const Options& options) {
   if (Status s = detail::validate(options); !s.ok()) return s;
   detail::ConnectOptions co;
+  if (options.tls.enabled) {
+    auto tls = redis_tls::Context::make(options.tls);
+    if (!tls.ok()) return invalid_argument("redis: " + tls.status().message());
+    co.tls = std::move(tls).value();
+  }
   co.connect_timeout = options.connect_timeout;
   co.command_timeout = options.command_timeout;
   co.user = options.user;
@@ -118,15 +125,20 @@ Status take_credentials(std::string_view* body, const StoreUri& u, Options& o) {
 }  // namespace
 
 StatusOr<Options> parse_uri(const StoreUri& u) {
-  if (u.scheme != "redis") return invalid_argument("redis URI: scheme must be redis://, got \"" + u.scheme + ":\"");
+  if (u.scheme != "redis" && u.scheme != "rediss")
+    return invalid_argument("redis URI: scheme must be redis:// or rediss:// (TLS), got \"" + u.scheme + ":\"");
   if (Status s = u.check_params({"prefix", "cluster", "connect_timeout_ms", "command_timeout_ms", "wait_replicas",
-                                 "wait_timeout_ms", "pool_max_idle", "expiry_slack_ms", "password"});
+                                 "wait_timeout_ms", "pool_max_idle", "expiry_slack_ms", "password"},
+                                kTlsParams);
       !s.ok())
     return s;
   std::string_view body = u.body;
   if (body.substr(0, 2) != "//") return invalid_argument("redis URI: expected redis://HOST:PORT");
   body.remove_prefix(2);
   Options o;
+  auto tls = parse_tls(u, u.scheme == "rediss");
+  if (!tls.ok()) return invalid_argument("redis URI: " + tls.status().message());
+  o.tls = std::move(tls).value();
   if (Status s = take_credentials(&body, u, o); !s.ok()) return s;
   std::string_view hosts = body;
   if (const auto slash = body.find('/'); slash != std::string_view::npos) {

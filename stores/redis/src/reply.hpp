@@ -44,7 +44,7 @@ class ReplyView {
   Reply to_reply() const;
 
  private:
-  const void* raw_;  // a redisReply
+  const void* raw_;  // a redictReply
 };
 
 }  // namespace idem::redis::detail

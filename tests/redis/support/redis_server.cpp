@@ -63,13 +63,30 @@ RedisServer::~RedisServer() {
 
 std::string RedisServer::uri() const {
   std::string auth = config_.password.empty() ? "" : ":" + config_.password + "@";
-  return "redis://" + auth + config_.address + ":" + std::to_string(port_);
+  std::string at = config_.address + ":" + std::to_string(port_);
+  if (config_.tls_cert.empty()) return "redis://" + auth + at;
+  std::string tls = "?tls_ca=" + config_.tls_ca;
+  if (!config_.tls_client_cert.empty())
+    tls += "&tls_cert=" + config_.tls_client_cert + "&tls_key=" + config_.tls_client_key;
+  return "rediss://" + auth + at + tls;
 }
 
 Status RedisServer::launch() {
+  if (!config_.tls_cert.empty() && tls_ == nullptr) {
+    TlsOptions t;
+    t.enabled = true;
+    t.ca_file = config_.tls_ca;
+    t.cert_file = config_.tls_client_cert;
+    t.key_file = config_.tls_client_key;
+    t.insecure = true;  // its own checks: the server may carry a certificate for another name
+    auto c = redis_tls::Context::make(t);
+    if (!c.ok()) return c.status();
+    tls_ = std::move(c).value();
+  }
+  const bool tls = !config_.tls_cert.empty();
   std::vector<std::string> argv = {"redis-server",
                                    "--port",
-                                   std::to_string(port_),
+                                   tls ? "0" : std::to_string(port_),
                                    "--bind",
                                    config_.address,
                                    "--dir",
@@ -94,6 +111,12 @@ Status RedisServer::launch() {
                              "--cluster-node-timeout", std::to_string(config_.cluster_node_timeout_ms)});
   }
   if (!config_.password.empty()) argv.insert(argv.end(), {"--requirepass", config_.password});
+  if (tls) {
+    argv.insert(argv.end(), {"--tls-port", std::to_string(port_), "--tls-cert-file", config_.tls_cert, "--tls-key-file",
+                             config_.tls_key, "--tls-ca-cert-file", config_.tls_ca, "--tls-auth-clients",
+                             config_.tls_auth_clients ? "yes" : "no"});
+    if (config_.cluster) argv.insert(argv.end(), {"--tls-cluster", "yes", "--tls-replication", "yes"});
+  }
   argv.insert(argv.end(), config_.extra.begin(), config_.extra.end());
   // A partition test's host: reached from other hosts, so not loopback-only.
   if (config_.address != "127.0.0.1") argv.insert(argv.end(), {"--protected-mode", "no"});
@@ -143,6 +166,7 @@ StatusOr<Reply> RedisServer::command(const std::vector<std::string>& argv) const
   o.connect_timeout = Duration(500);
   o.command_timeout = Duration(5000);
   o.password = config_.password;
+  o.tls = tls_;
   auto c = redis::detail::Connection::open({config_.address, port_}, o);
   if (!c.ok()) return c.status();
   return (*c)->call(argv);

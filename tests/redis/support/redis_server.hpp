@@ -15,6 +15,7 @@
 
 #include "idem/status.hpp"
 #include "reply.hpp"
+#include "tls_context.hpp"
 
 namespace idem::redis_test {
 
@@ -30,6 +31,13 @@ struct ServerConfig {
   // this process's): a partition test's host (support/netns.hpp).
   std::string address = "127.0.0.1";
   std::string netns;
+  // TLS only (--port 0 --tls-port P) when tls_cert is set: the server's certificate
+  // and key, the CA its clients' certificates must chain to (also what its own checks
+  // trust), and whether a client must present one (--tls-auth-clients). A cluster's
+  // bus uses TLS too (--tls-cluster).
+  std::string tls_cert, tls_key, tls_ca;
+  bool tls_auth_clients = false;
+  std::string tls_client_cert, tls_client_key;  // what its own checks present
 };
 
 class RedisServer {
@@ -46,7 +54,8 @@ class RedisServer {
   pid_t pid() const { return pid_; }
   bool running() const { return pid_ > 0; }
   const std::filesystem::path& dir() const { return dir_; }
-  // "redis://ADDRESS:PORT" (with the password when one is set).
+  // "redis://ADDRESS:PORT" (with the password when one is set); with TLS,
+  // "rediss://ADDRESS:PORT?tls_ca=…" (and the client certificate it was given).
   std::string uri() const;
 
   // SIGKILL and reap: a crash (what the AOF holds survives). Idempotent.
@@ -65,6 +74,7 @@ class RedisServer {
   Status wait_ready(int timeout_ms);
 
   ServerConfig config_;
+  std::shared_ptr<const redis_tls::Context> tls_;  // its own checks' TLS, or null
   std::uint16_t port_ = 0;
   pid_t pid_ = -1;
   std::filesystem::path dir_;

@@ -25,6 +25,7 @@
 #include <string>
 #include <string_view>
 
+#include "idem/backend/tls_options.hpp"
 #include "idem/clock.hpp"
 #include "idem/publisher.hpp"
 #include "idem/source.hpp"
@@ -42,6 +43,9 @@ struct Options {
   int db = 0;                      // SELECT; default 0
   std::string user;                // ACL user; empty: the default user
   std::string password;            // AUTH; empty: none. Never logged or printed.
+  // TLS (tls_options.hpp: the server's certificate and name verified unless
+  // tls.insecure); default: plaintext.
+  TlsOptions tls;
   std::string stream;              // REQUIRED: the stream key
   std::string group;               // REQUIRED: the consumer group; created at the stream's start if absent
   std::string consumer;            // this consumer's name; empty (default): "<host>-<pid>-<random>"
@@ -59,7 +63,7 @@ struct Options {
 
 // Parses "redis-stream://[[USER:]PASSWORD@]HOST:PORT/STREAM?group=G[&consumer=NAME]
 // [&db=N][&dlq=NAME][&connect_timeout_ms=N][&claim_every_ms=N]" (the group may be
-// left out for a Publisher). Errors (kInvalidArgument) never contain
+// left out for a Publisher), with TLS for rediss-stream:// or any tls_* parameter. Errors (kInvalidArgument) never contain
 // the password.
 StatusOr<Options> parse_uri(std::string_view uri);
 

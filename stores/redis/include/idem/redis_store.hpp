@@ -42,6 +42,12 @@
 // one when none is idle) and returns it afterwards, so concurrent calls never share a
 // connection. Failures of the environment (server down or slow, connection lost,
 // cluster down) are kUnavailable: the engine answers `retry` (fail-closed).
+//
+// TLS (Options::tls, rediss:// or the tls_* parameters of tls_options.hpp): every
+// connection to every node, a cluster's included, verifies the server's certificate
+// against the CA (default: the system's trust store) and its name or IP address
+// against the node's address, unless tls.insecure. A cluster's nodes are reached at
+// the addresses they announce, which their certificates must then name.
 #pragma once
 
 #include <cstdint>
@@ -54,6 +60,7 @@
 #include <vector>
 
 #include "idem/backend/store_uri.hpp"
+#include "idem/backend/tls_options.hpp"
 #include "idem/store.hpp"
 
 namespace idem::redis {
@@ -74,6 +81,7 @@ struct Options {
   std::string user;      // ACL user for AUTH; empty (default): password-only AUTH
   std::string password;  // empty (default): no AUTH
   int db = 0;            // SELECT this database (standalone only; cluster: must be 0)
+  TlsOptions tls;        // default: plaintext
   // Prepended to every key. Must not contain '{' or '}' (the hash-tag braces).
   // Default "idem:".
   std::string prefix = "idem:";
@@ -123,17 +131,20 @@ class RedisStore : public Store {
 // script and the claim's SET NX sent together; a second round trip only when the
 // claimed id's key exists), so capabilities().combined_commit_claim is set.
 // Errors: kInvalidArgument naming the option that cannot be met (see Options), a
-// wrong password or user, or a database other than 0 on a cluster node;
+// wrong password or user, or a database other than 0 on a cluster node, or a TLS file
+// that cannot be loaded; kFailedPrecondition when a server's certificate or name is
+// not accepted;
 // kUnavailable if no server (no seed node) is reachable within connect_timeout /
 // command_timeout; a refused SCRIPT LOAD as the server's error maps (e.g.
 // kResourceExhausted for OOM).
 StatusOr<std::shared_ptr<RedisStore>> open(const Options& options);
 
 // From a URI:
-//   redis://[user:password@]HOST:PORT[,HOST:PORT…][/DB]?prefix=…&cluster=0|1
+//   redis[s]://[user:password@]HOST:PORT[,HOST:PORT…][/DB]?prefix=…&cluster=0|1
 //       &connect_timeout_ms=N&command_timeout_ms=N&wait_replicas=N&wait_timeout_ms=N
-//       &pool_max_idle=N&expiry_slack_ms=N
-// (user, password and prefix percent-encoded); every parameter left out keeps its
+//       &pool_max_idle=N&expiry_slack_ms=N&tls_ca=…&tls_cert=…&tls_key=…
+// (user, password and prefix percent-encoded; rediss:// and any tls_* parameter
+// mean TLS); every parameter left out keeps its
 // Options default. Returns kInvalidArgument naming what is wrong with the URI, and
 // open()'s errors.
 StatusOr<std::shared_ptr<RedisStore>> open(const StoreUri& uri);
