@@ -5,9 +5,8 @@
 
 namespace idem::redis_test {
 
-StatusOr<std::unique_ptr<RedisCluster>> RedisCluster::start(int masters, int replicas) {
+StatusOr<std::unique_ptr<RedisCluster>> RedisCluster::start(int masters, int replicas, ServerConfig cfg) {
   std::unique_ptr<RedisCluster> c(new RedisCluster());
-  ServerConfig cfg;
   cfg.cluster = true;
   for (int i = 0; i < masters * (1 + replicas); ++i) {
     auto s = RedisServer::start(cfg);
@@ -40,6 +39,11 @@ Status RedisCluster::create(int masters, int replicas) {
   std::vector<std::string> argv = {"redis-cli", "--cluster", "create"};
   for (auto& n : nodes_) argv.push_back(n->address() + ":" + std::to_string(n->port()));
   argv.insert(argv.end(), {"--cluster-replicas", std::to_string(replicas), "--cluster-yes"});
+  const ServerConfig& tls = nodes_.front()->config();
+  if (!tls.tls_cert.empty()) {
+    argv.insert(argv.end(), {"--tls", "--cacert", tls.tls_ca});
+    if (!tls.tls_client_cert.empty()) argv.insert(argv.end(), {"--cert", tls.tls_client_cert, "--key", tls.tls_client_key});
+  }
   const auto log = nodes_.front()->dir() / "cluster-create.log";
   auto rc = run_program(argv, log, 60'000);
   if (!rc.ok()) return rc.status();
@@ -69,14 +73,17 @@ Status RedisCluster::wait_replicas_synced(std::size_t expected, int timeout_ms) 
 }
 
 std::string RedisCluster::uri() const {
-  std::string u = "redis://";
+  const ServerConfig& tls = nodes_.front()->config();
+  std::string u = tls.tls_cert.empty() ? "redis://" : "rediss://";
   bool first = true;
   for (const auto& n : nodes_) {
     if (!first) u += ",";
     first = false;
     u += n->address() + ":" + std::to_string(n->port());
   }
-  return u + "?cluster=1";
+  if (!tls.tls_cert.empty()) u += "?cluster=1&tls_ca=" + tls.tls_ca;
+  if (!tls.tls_client_cert.empty()) u += "&tls_cert=" + tls.tls_client_cert + "&tls_key=" + tls.tls_client_key;
+  return tls.tls_cert.empty() ? u + "?cluster=1" : u;
 }
 
 RedisServer* RedisCluster::master_of(int slot) {

@@ -14,15 +14,17 @@ namespace idem::redis_test {
 class RedisCluster {
  public:
   // Starts the servers, creates the cluster and waits until every node reports
-  // cluster_state:ok with all 16384 slots and every replica is in sync.
-  static StatusOr<std::unique_ptr<RedisCluster>> start(int masters = 3, int replicas = 1);
+  // cluster_state:ok with all 16384 slots and every replica is in sync. Every node
+  // starts with `node` (its TLS settings, e.g.), made a cluster node.
+  static StatusOr<std::unique_ptr<RedisCluster>> start(int masters = 3, int replicas = 1, ServerConfig node = {});
   // The same over a partition test's hosts: `per_host` nodes on each host of `lan`,
   // with masters * (1 + replicas) == lan.hosts() * per_host. redis-cli puts the
   // masters on different hosts and no replica on its master's host.
   static StatusOr<std::unique_ptr<RedisCluster>> start_on(const test_support::Lan& lan, int per_host, int masters,
                                                            int replicas);
 
-  // "redis://ADDRESS1:P1,ADDRESS2:P2?cluster=1" over all nodes.
+  // "redis://ADDRESS1:P1,ADDRESS2:P2?cluster=1" over all nodes ("rediss://…&tls_ca=…"
+  // with TLS).
   std::string uri() const;
   std::vector<std::unique_ptr<RedisServer>>& nodes() { return nodes_; }
   // The node serving `slot` as master (asked of any live node), or nullptr.

@@ -51,6 +51,7 @@ class RedisServer {
 
   std::uint16_t port() const { return port_; }
   const std::string& address() const { return config_.address; }
+  const ServerConfig& config() const { return config_; }
   pid_t pid() const { return pid_; }
   bool running() const { return pid_ > 0; }
   const std::filesystem::path& dir() const { return dir_; }
