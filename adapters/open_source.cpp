@@ -71,7 +71,7 @@ StatusOr<std::unique_ptr<MessageSource>> open_source(std::string_view uri, const
   }
 #endif
 #ifdef IDEM_WITH_PULSAR
-  if (has_scheme(uri, "pulsar-ws")) {
+  if (has_scheme(uri, "pulsar-ws") || has_scheme(uri, "pulsar-wss")) {
     auto o = pulsar::parse_uri(uri);
     if (!o.ok()) return o.status();
     if (o->subscription.empty()) return invalid_argument("needs ?subscription=NAME");
@@ -112,7 +112,7 @@ StatusOr<std::unique_ptr<Publisher>> open_publisher(const std::string& uri) {
   }
 #endif
 #ifdef IDEM_WITH_PULSAR
-  if (has_scheme(uri, "pulsar-ws")) {
+  if (has_scheme(uri, "pulsar-ws") || has_scheme(uri, "pulsar-wss")) {
     auto o = pulsar::parse_uri(uri);
     if (!o.ok()) return o.status();
     return pulsar::open_publisher(*o);
@@ -147,7 +147,7 @@ Status remove_destination(std::string_view uri) {
   }
 #endif
 #ifdef IDEM_WITH_PULSAR
-  if (has_scheme(uri, "pulsar-ws")) {
+  if (has_scheme(uri, "pulsar-ws") || has_scheme(uri, "pulsar-wss")) {
     auto o = pulsar::parse_uri(uri);
     return o.ok() ? pulsar::remove(*o) : o.status();
   }
@@ -162,7 +162,7 @@ StatusOr<std::string> with_destination_suffix(std::string_view uri, std::string_
   const std::size_t q = uri.find('?');
   std::string base(uri.substr(0, q));
   const bool named_by_path =
-      scheme == "redis-stream" || scheme == "rediss-stream" || scheme == "kafka" || scheme == "pulsar-ws";
+      scheme == "redis-stream" || scheme == "rediss-stream" || scheme == "kafka" || scheme.starts_with("pulsar-ws");
   if (named_by_path) {
     const std::size_t slash = base.rfind('/');
     if (slash == std::string::npos || slash < colon + 3 || slash + 1 == base.size())
@@ -204,6 +204,7 @@ std::string broker_uri_forms() {
 #ifdef IDEM_WITH_PULSAR
   help += "  pulsar-ws://HOST:WEB_PORT/TENANT/NAMESPACE/TOPIC?subscription=S[&type=shared|key_shared|failover|exclusive]\n"
           "      [&dlq=TOPIC][&token=T][&ack_timeout_ms=N][&nack_delay_ms=N]\n";
+  help += "  pulsar-wss://HOST:WEB_TLS_PORT/TENANT/NAMESPACE/TOPIC?subscription=S[&…]  (pulsar-ws:// over TLS)\n";
 #endif
   return help;
 }

@@ -73,6 +73,11 @@ if(IDEM_WITH_NATS)
   idem_find_library(nats libnats nats/nats.h nats)
 endif()
 
+# Pulsar's adapter needs Boost.Beast (its own CMakeLists finds it) and OpenSSL (wss://).
+if(IDEM_WITH_PULSAR)
+  find_dependency(OpenSSL)
+endif()
+
 # librdkafka (librdkafka-dev 2.0). Include as <librdkafka/rdkafka.h>.
 if(IDEM_WITH_KAFKA)
   idem_find_library(rdkafka rdkafka librdkafka/rdkafka.h rdkafka)

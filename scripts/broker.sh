@@ -6,6 +6,7 @@
 #   scripts/broker.sh start kafka [--dir DIR] [--nodes N] [--owner PID] [--also-listen ADDR] [--tls TLSDIR]
 #   scripts/broker.sh start pulsar|redis|nats|rabbitmq|postgres [--dir DIR] [--owner PID]
 #   scripts/broker.sh start pulsar --address ADDR   Pulsar on ADDR instead of 127.0.0.1
+#   scripts/broker.sh start pulsar --tls TLSDIR     its web APIs over TLS too
 #   scripts/broker.sh stop DIR                 every process started in DIR, by PID
 #   scripts/broker.sh restart DIR [--kill]     stop a Pulsar standalone and start it again
 #   scripts/broker.sh kill-node DIR N          SIGKILL node N (1-based) of a Kafka cluster
@@ -38,6 +39,8 @@
 # under DIR. PULSAR_WEB serves the admin REST API and the WebSocket API, PULSAR_BROKER
 # the binary protocol; no functions worker, no transactions. --address ADDR binds and
 # advertises ADDR instead of 127.0.0.1 (a partition test's link; the bookie stays on lo).
+# --tls TLSDIR (as for Kafka) serves the same web APIs over TLS too (PULSAR_WEB_TLS),
+# asking for a client certificate and checking one that is sent against the CA.
 set -euo pipefail
 
 KAFKA_VERSION=4.1.1
@@ -351,6 +354,21 @@ numJournalCallbackThreads=1
 EOF
 }
 
+# pulsar_tls_config PORT TLSDIR (--tls): the web service (the REST and WebSocket APIs)
+# also on PORT over TLS with TLSDIR's server certificate; a client certificate is asked
+# for and, when one is sent, must chain to TLSDIR's CA. The plaintext port stays (the
+# health check uses it).
+pulsar_tls_config() {
+  cat <<EOF
+webServicePortTls=$1
+tlsCertificateFilePath=$2/server.pem
+tlsKeyFilePath=$2/server.key
+tlsTrustCertsFilePath=$2/ca.pem
+tlsAllowInsecureConnection=false
+tlsRequireTrustedClientCertOnConnect=false
+EOF
+}
+
 # INFO and up on stdout, which launch writes to DIR/pulsar.log. No log4j shutdown hook:
 # the standalone's own hook logs while the broker stops.
 pulsar_log4j() {
@@ -426,12 +444,16 @@ wait_pulsar() {  # wait_pulsar DIR
 # A first start whose JVM ends before it serves is tried once more on new ports and
 # an empty data folder (a port handed out by free_port can still be taken before the
 # JVM binds it), after its log's errors are shown.
-start_pulsar() {  # start_pulsar DIR [ADDRESS]
-  local dir=$1 addr=${2:-127.0.0.1} web broker attempt
+start_pulsar() {  # start_pulsar DIR [ADDRESS [TLSDIR]]
+  local dir=$1 addr=${2:-127.0.0.1} tls=${3:-} web broker web_tls="" attempt
   pulsar_log4j >"$dir/log4j2.properties"
   for attempt in 1 2; do
     web=$(free_port) broker=$(free_port)
-    pulsar_config "$web" "$broker" "$(free_port)" "$addr" >"$dir/standalone.conf"
+    [[ -z $tls ]] || web_tls=$(free_port)
+    {
+      pulsar_config "$web" "$broker" "$(free_port)" "$addr"
+      [[ -z $tls ]] || pulsar_tls_config "$web_tls" "$tls"
+    } >"$dir/standalone.conf"
     launch_pulsar "$dir"
     wait_for 120 pulsar pulsar_settled "$dir" || break
     pulsar_gone "$dir" || break
@@ -443,6 +465,7 @@ start_pulsar() {  # start_pulsar DIR [ADDRESS]
   done
   wait_pulsar "$dir"
   echo "PULSAR_WEB=http://$addr:$web"
+  [[ -z $tls ]] || echo "PULSAR_WEB_TLS=https://$addr:$web_tls"
   echo "PULSAR_BROKER=pulsar://$addr:$broker"
   echo "PULSAR_VERSION=$PULSAR_VERSION"
 }
@@ -540,7 +563,7 @@ cmd_start() {
   [[ $kind == kafka || $nodes == 1 ]] || die "--nodes is for kafka"
   [[ $kind == kafka || -z $also ]] || die "--also-listen is for kafka"
   [[ $kind == pulsar || -z $address ]] || die "--address is for pulsar"
-  [[ $kind == kafka || -z $tls ]] || die "--tls is for kafka"
+  [[ $kind == kafka || $kind == pulsar || -z $tls ]] || die "--tls is for kafka and pulsar"
   if [[ -n $tls ]]; then
     tls=$(cd "$tls" && pwd) || die "--tls: no folder $tls"
     local f
@@ -565,7 +588,7 @@ cmd_start() {
   trap 'rm -f "$dir/.temporary"; cmd_stop "$dir"; echo "broker.sh: logs in $dir" >&2' EXIT
   case $kind in
     kafka) start_kafka "$dir" "$nodes" "$also" "$tls" ;;
-    pulsar) start_pulsar "$dir" "$address" ;;
+    pulsar) start_pulsar "$dir" "$address" "$tls" ;;
     redis | nats | rabbitmq | postgres) "start_$kind" "$dir" ;;
     *) die "unknown broker $kind (kafka, pulsar, redis, nats, rabbitmq, postgres)" ;;
   esac

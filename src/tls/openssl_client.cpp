@@ -24,10 +24,17 @@ int key_password(char* buf, int size, int /*rwflag*/, void* userdata) {
   return static_cast<int>(password->size());
 }
 
+// The connection's mark that the server asked for a client certificate: an ex_data
+// slot of idem's own (client libraries keep their own pointers in the app data).
+int asked_index() {
+  static const int index = SSL_get_ex_new_index(0, nullptr, nullptr, nullptr, nullptr);
+  return index;
+}
+
 // Called when the server asks for a client certificate the context has none of:
-// marks the connection (its app data) and sends none.
+// marks the connection and sends none.
 int no_client_certificate(SSL* ssl, X509** /*cert*/, EVP_PKEY** /*key*/) {
-  SSL_set_app_data(ssl, ssl);
+  SSL_set_ex_data(ssl, asked_index(), ssl);
   return 0;
 }
 
@@ -69,7 +76,7 @@ Status expect_host(ssl_st* ssl, const std::string& host, bool insecure) {
   return ok_status();
 }
 
-bool asked_for_certificate(const ssl_st* ssl) { return SSL_get_app_data(ssl) != nullptr; }
+bool asked_for_certificate(const ssl_st* ssl) { return SSL_get_ex_data(ssl, asked_index()) != nullptr; }
 
 std::string handshake_failure(const ssl_st* ssl) {
   const long verified = SSL_get_verify_result(ssl);

@@ -23,7 +23,7 @@ nlohmann::json frame(const Outgoing& m, std::uint64_t context) {
 
 }  // namespace
 
-Endpoint endpoint_of(const Options& o) { return {o.host, o.port, o.token}; }
+Endpoint endpoint_of(const Options& o) { return {o.host, o.port, o.token, o.tls}; }
 
 std::string topic_path(const Options& o, const std::string& topic) {
   return "persistent/" + o.tenant + "/" + o.name_space + "/" + topic;

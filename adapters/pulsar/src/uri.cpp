@@ -1,7 +1,8 @@
-// pulsar-ws://HOST:PORT/TENANT/NAMESPACE/TOPIC?subscription=S&… → Options.
+// pulsar-ws[s]://HOST:PORT/TENANT/NAMESPACE/TOPIC?subscription=S&… → Options.
 #include <array>
 
 #include "idem/backend/store_uri.hpp"
+#include "idem/backend/tls_options.hpp"
 #include "idem/pulsar_source.hpp"
 
 namespace idem::pulsar {
@@ -56,10 +57,14 @@ Status take_type(const StoreUri& u, Options& o) {
 
 Status take_params(const StoreUri& u, Options& o) {
   if (Status s = u.check_params({"subscription", "type", "dlq", "token", "ack_timeout_ms", "nack_delay_ms",
-                                 "receiver_queue", "connect_timeout_ms"});
+                                 "receiver_queue", "connect_timeout_ms"},
+                                kTlsParams);
       !s.ok()) {
     return s;
   }
+  auto tls = parse_tls(u, u.scheme == "pulsar-wss");
+  if (!tls.ok()) return bad(tls.status().message());
+  o.tls = std::move(tls).value();
   if (auto v = u.param("subscription")) o.subscription = *v;
   if (auto v = u.param("dlq")) o.dead_letter_topic = *v;
   if (auto v = u.param("token")) o.token = *v;
@@ -80,7 +85,7 @@ StatusOr<Options> parse_uri_unscrubbed(std::string_view uri) {
   auto u = StoreUri::parse(uri);
   if (!u.ok())
     return bad("not a URI (want pulsar-ws://HOST:PORT/TENANT/NAMESPACE/TOPIC?subscription=S): " + u.status().message());
-  if (u->scheme != "pulsar-ws") return bad("scheme must be pulsar-ws://");
+  if (u->scheme != "pulsar-ws" && u->scheme != "pulsar-wss") return bad("scheme must be pulsar-ws:// or pulsar-wss:// (TLS)");
   std::string_view rest = u->body;
   if (rest.substr(0, 2) != "//") return bad("want pulsar-ws://HOST:PORT/TENANT/NAMESPACE/TOPIC");
   rest.remove_prefix(2);

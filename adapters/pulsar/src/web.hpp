@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 
+#include "idem/backend/tls_options.hpp"
 #include "idem/status.hpp"
 
 namespace idem::pulsar::detail {
@@ -18,6 +19,7 @@ struct Endpoint {
   std::string host;
   std::uint16_t port = 0;
   std::string token;  // sent as "Authorization: Bearer <token>" when not empty; never logged
+  TlsOptions tls;     // HTTPS and wss:// when enabled
 };
 
 // One WebSocket. Reads are asynchronous underneath, so a read that times out leaves
@@ -26,7 +28,8 @@ class WebSocket {
  public:
   // Connects to `target` (a path with its query) within `timeout`. kUnavailable when
   // nothing answers; kFailedPrecondition when the broker refuses the upgrade (its HTTP
-  // status and body, which never hold the token, are in the message).
+  // status and body, which never hold the token, are in the message) or TLS fails its
+  // checks; kInvalidArgument when a TLS file cannot be loaded.
   static StatusOr<std::unique_ptr<WebSocket>> connect(const Endpoint& e, const std::string& target,
                                                       std::chrono::milliseconds timeout);
   ~WebSocket();

@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "message_id.hpp"
@@ -35,11 +36,13 @@ Status PulsarServer::run_script(const std::string& args, std::string* out) const
   return testing::run_broker_script(IDEM_BROKER_SCRIPT, args, out);
 }
 
-StatusOr<std::unique_ptr<PulsarServer>> PulsarServer::start(const std::string& address) {
+StatusOr<std::unique_ptr<PulsarServer>> PulsarServer::start(const std::string& address, const std::string& tls_dir) {
   std::unique_ptr<PulsarServer> s(new PulsarServer());
   s->address_ = address;
   std::string out;
-  Status st = s->run_script("start pulsar --owner " + std::to_string(::getpid()) + " --address " + address, &out);
+  std::string args = "start pulsar --owner " + std::to_string(::getpid()) + " --address " + address;
+  if (!tls_dir.empty()) args += " --tls '" + tls_dir + "'";
+  Status st = s->run_script(args, &out);
   auto kv = testing::parse_broker_lines(out);
   s->dir_ = kv["DIR"];
   if (!st.ok()) return st;
@@ -48,16 +51,30 @@ StatusOr<std::unique_ptr<PulsarServer>> PulsarServer::start(const std::string& a
   const auto colon = web.rfind(':');
   if (colon == std::string::npos) return internal_error("broker.sh printed no PULSAR_WEB");
   s->web_port_ = static_cast<std::uint16_t>(std::stoi(web.substr(colon + 1)));
+  if (!tls_dir.empty()) {
+    const std::string https = kv["PULSAR_WEB_TLS"];
+    const auto c = https.rfind(':');
+    if (c == std::string::npos) return internal_error("broker.sh printed no PULSAR_WEB_TLS");
+    s->tls_port_ = static_cast<std::uint16_t>(std::stoi(https.substr(c + 1)));
+  }
   return s;
 }
 
 PulsarServer& PulsarServer::shared() {
   static std::unique_ptr<PulsarServer> server = [] {
-    auto s = start();
-    if (!s.ok()) {
-      std::fprintf(stderr, "cannot start Pulsar: %s\n", s.status().to_string().c_str());
+    const auto fail = [](const std::string& why) {
+      std::fprintf(stderr, "cannot start Pulsar: %s\n", why.c_str());
       std::abort();
-    }
+    };
+    std::string dir = (std::filesystem::temp_directory_path() / "idem-pulsar-tls-XXXXXX").string();
+    if (::mkdtemp(dir.data()) == nullptr) fail("no folder for its certificates");
+    std::string error;
+    auto files = test_support::make_tls_files(dir, &error);
+    if (!files) fail(error);
+    auto s = start("127.0.0.1", dir);
+    if (!s.ok()) fail(s.status().to_string());
+    (*s)->tls_ = std::move(files);
+    (*s)->tls_dir_ = dir;
     return std::move(s).value();
   }();
   return *server;
@@ -65,6 +82,8 @@ PulsarServer& PulsarServer::shared() {
 
 PulsarServer::~PulsarServer() {
   if (!dir_.empty()) (void)run_script("stop '" + dir_ + "' >&2", nullptr);
+  std::error_code ignored;
+  if (!tls_dir_.empty()) std::filesystem::remove_all(tls_dir_, ignored);
 }
 
 Status PulsarServer::restart(bool kill) {

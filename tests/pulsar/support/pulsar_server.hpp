@@ -7,11 +7,13 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "idem/status.hpp"
+#include "support/tls_files.hpp"
 
 namespace idem::pulsar_test {
 
@@ -26,13 +28,19 @@ class PulsarServer {
  public:
   // On `address`: 127.0.0.1, or a partition test's Host::here(), which this namespace
   // reaches too.
-  static StatusOr<std::unique_ptr<PulsarServer>> start(const std::string& address = "127.0.0.1");
-  // One broker for the whole test binary, started on first use; aborts the binary when
-  // it cannot start.
+  // With `tls_dir` (ca.pem, server.pem, server.key: support/tls_files.hpp) the web
+  // APIs are served over TLS too, on tls_port().
+  static StatusOr<std::unique_ptr<PulsarServer>> start(const std::string& address = "127.0.0.1",
+                                                       const std::string& tls_dir = "");
+  // One broker for the whole test binary, started on first use, with TLS too (files
+  // made for it: tls()); aborts the binary when it cannot start.
   static PulsarServer& shared();
+  // The certificates a broker started by shared() serves TLS with.
+  const test_support::TlsFiles& tls() const { return *tls_; }
   ~PulsarServer();
 
   std::uint16_t web_port() const { return web_port_; }
+  std::uint16_t tls_port() const { return tls_port_; }  // 0 without TLS
   const std::string& version() const { return version_; }
   // "pulsar-ws://ADDRESS:PORT/public/default/TOPIC?subscription=SUB[&PARAMS]"
   // (without "subscription=" when sub is empty).
@@ -61,6 +69,9 @@ class PulsarServer {
 
   std::string dir_, version_;
   std::uint16_t web_port_ = 0;
+  std::uint16_t tls_port_ = 0;
+  std::optional<test_support::TlsFiles> tls_;
+  std::string tls_dir_;  // removed with the object when set
   std::string address_;
 };
 

@@ -37,6 +37,7 @@
 #include "idem/clock.hpp"
 #include "idem/publisher.hpp"
 #include "idem/source.hpp"
+#include "idem/backend/tls_options.hpp"
 #include "idem/status.hpp"
 
 namespace spdlog {
@@ -60,6 +61,9 @@ struct Options {
   SubscriptionType type = SubscriptionType::kShared;
   std::string dead_letter_topic;  // empty (default): "<topic>-DLQ"
   std::string token;              // sent as a bearer token when not empty. Never logged or printed.
+  // TLS to the web service port (tls_options.hpp: the certificate and the host name or
+  // IP address verified unless tls.insecure); default: plaintext.
+  TlsOptions tls;
   // The consumer's ackTimeout: a message not acked this long after the consumer
   // received it is redelivered. 0 (default): none; messages return when the consumer
   // disconnects.
@@ -77,7 +81,7 @@ struct Options {
 // Parses "pulsar-ws://HOST:PORT/TENANT/NAMESPACE/TOPIC?subscription=S[&type=shared|
 // key_shared|failover|exclusive][&dlq=TOPIC][&token=T][&ack_timeout_ms=N]
 // [&nack_delay_ms=N][&receiver_queue=N][&connect_timeout_ms=N]" (the subscription may
-// be left out for a Publisher). Errors (kInvalidArgument) never contain the token.
+// be left out for a Publisher); "pulsar-wss://…", or any tls_* parameter, over TLS. Errors (kInvalidArgument) never contain the token.
 StatusOr<Options> parse_uri(std::string_view uri);
 
 // Connects the consumer (creating the subscription at the earliest message if absent).
