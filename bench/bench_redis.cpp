@@ -12,7 +12,7 @@
 //   floor_seq_cas      the least Redis 7.0 allows for one sequential message with an
 //                      owner-checked commit: one round trip carrying a minimal Lua
 //                      commit (SET … GET, then a prefix compare) and the next SET NX PX,
-//                      raw hiredis, no record encoding
+//                      raw hiredict, no record encoding
 //   floor_batch_cas    the same per --batch messages: the SET NX PX pipelined, then
 //                      one minimal Lua script committing them all (two round trips,
 //                      as idem_batch)

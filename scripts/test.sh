@@ -98,7 +98,7 @@ else
   # TSan on the code whose threads idem owns: the middleware, the conformance suite
   # (its concurrent claims), the stores' own thread tests, and the binaries labelled
   # "threads" (ordering and state machines under two threads), over memory: and
-  # sqlite:. Debian's RocksDB, hiredis, libpq, rabbitmq-c, nats.c and librdkafka are not
+  # sqlite:. Debian's RocksDB, hiredict, libpq, rabbitmq-c, nats.c and librdkafka are not
   # TSan-instrumented, so their binaries (Redis and PostgreSQL stores, the Redis
   # Streams, RabbitMQ, NATS and Kafka adapters) run under ASan only, as does the Pulsar
   # adapter, whose tests are broker tests on one thread; yaml-cpp runs

@@ -1,7 +1,7 @@
 // `idem bench` on redis: the raw primitive is SET NX PX per id, pipelined --batch at a
 // time; the floor rows do the least Redis 7.0 allows for what idem does (a commit that
 // checks the lease's owner is a script: there is no compare-and-set command) with
-// hiredis alone: per message the commit of one id and the claim of the next in one
+// hiredict alone: per message the commit of one id and the claim of the next in one
 // round trip, or per batch one pipeline of claims and one script of commits. Raw keys
 // are `<prefix>bench-raw:{<id>}` and expire after an hour. One standalone server
 // (the first endpoint of the URI); a cluster gets the idem rows only.
@@ -38,7 +38,7 @@ return table.concat(codes)
 
 using ReplyPtr = std::unique_ptr<redictReply, decltype(&freeReplyObject)>;
 
-// One hiredis connection: commands appended, replies read in order.
+// One hiredict connection: commands appended, replies read in order.
 class RawRedis {
  public:
   RawRedis(const redis::Options& o, std::string prefix) : prefix_(std::move(prefix)) {

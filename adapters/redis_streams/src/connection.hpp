@@ -1,4 +1,4 @@
-// One hiredis connection of the Redis Streams adapter: connect, AUTH, SELECT, and
+// One hiredict connection of the Redis Streams adapter: connect, AUTH, SELECT, and
 // commands with a per-call timeout. Not thread-safe.
 #pragma once
 

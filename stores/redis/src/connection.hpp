@@ -1,4 +1,4 @@
-// One hiredis connection, and the pool of connections to one node.
+// One hiredict connection, and the pool of connections to one node.
 #pragma once
 
 #include <chrono>

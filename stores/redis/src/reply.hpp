@@ -1,5 +1,5 @@
-// A Redis reply copied out of hiredis, so that nothing above the connection layer
-// sees hiredis types.
+// A Redis reply copied out of hiredict, so that nothing above the connection layer
+// sees hiredict types.
 #pragma once
 
 #include <cstddef>
