@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <fstream>
 #include <thread>
 
 #include "support/child_process.hpp"
@@ -27,6 +28,7 @@ class Client {
     natsOptions_SetURL(o, url.c_str());
     if (!c.user.empty()) natsOptions_SetUserInfo(o, c.user.c_str(), c.password.c_str());
     if (!c.token.empty()) natsOptions_SetToken(o, c.token.c_str());
+    if (!c.nkey.empty()) natsOptions_SetNKeyFromSeed(o, c.nkey.c_str(), c.nkey_seed_file.c_str());
     if (!c.tls_cert.empty()) {  // as a client of its own CA, with the server's certificate
       natsOptions_SetSecure(o, true);
       natsOptions_LoadCATrustedCertificates(o, c.tls_ca.empty() ? c.tls_cert.c_str() : c.tls_ca.c_str());
@@ -93,6 +95,11 @@ Status NatsServer::launch() {
                                    "-l",          (dir_ / "nats.log").string()};
   if (!config_.user.empty()) argv.insert(argv.end(), {"--user", config_.user, "--pass", config_.password});
   if (!config_.token.empty()) argv.insert(argv.end(), {"--auth", config_.token});
+  if (!config_.nkey.empty()) {
+    const fs::path conf = dir_ / "nats.conf";
+    std::ofstream(conf) << "authorization { users = [ { nkey: \"" << config_.nkey << "\" } ] }\n";
+    argv.insert(argv.end(), {"-c", conf.string()});
+  }
   if (!config_.tls_cert.empty())
     argv.insert(argv.end(), {"--tls", "--tlscert", config_.tls_cert, "--tlskey", config_.tls_key});
   if (config_.tls_verify) argv.insert(argv.end(), {"--tlsverify", "--tlscacert", config_.tls_ca});

@@ -22,6 +22,9 @@ struct ServerConfig {
   std::string user;      // --user; empty: no authentication
   std::string password;  // --pass
   std::string token;     // --auth; empty: none
+  // The one user, by NKey (a configuration file: nats-server has no flag for it); the
+  // server's own checks sign with the seed in nkey_seed_file. Empty: none.
+  std::string nkey, nkey_seed_file;
   // TLS only (--tls): the server's certificate and key, and with tls_verify the CA a
   // client's certificate must chain to (--tlsverify: a client without one is refused).
   std::string tls_cert, tls_key, tls_ca;
