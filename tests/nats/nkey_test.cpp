@@ -1,7 +1,8 @@
 // `idem publish` and `idem consume` against a nats-server whose one user is known by
 // its NKey (made by support/nkeys.hpp): the public key and the seed's file in the URI
 // work; another key's seed, a seed for the listed key under another name, and no
-// credentials are refused at once in one line that never holds the seed.
+// credentials are refused at once in one line that never holds the seed. And against
+// a server in operator mode, with a credentials file (the user's JWT and seed).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -92,6 +93,51 @@ TEST_F(NatsNKey, TheListedKeyWorksAndEveryOtherIsRefused) {
   expect_refused(consume("&nkey=" + user_.public_key + "&nkey_seed_file=" + dir_.sub("other-seed")),
                  "the listed key signed with another seed");
   expect_refused(consume(""), "no credentials");
+}
+
+// Operator mode, as NGS and Synadia Cloud run: the account's JWT signed by the
+// operator, the user's by the account; idem connects with the user's `.creds` file.
+TEST(NatsCreds, ACredentialsFileWorksAndAnotherOperatorsIsRefused) {
+  testing::TempDir dir("nats-creds");
+  auto setup = nats_test::make_operator_setup();
+  auto other = nats_test::make_operator_setup();
+  ASSERT_TRUE(setup.ok() && other.ok());
+  std::ofstream(dir.sub("user.creds")) << setup->user_creds;
+  std::ofstream(dir.sub("other.creds")) << other->user_creds;
+  auto s = NatsServer::start({.operator_jwt = setup->operator_jwt,
+                              .system_public_key = setup->system_public_key,
+                              .system_jwt = setup->system_jwt,
+                              .account_public_key = setup->account_public_key,
+                              .account_jwt = setup->account_jwt,
+                              .creds_file = dir.sub("user.creds")});
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  const std::string base = "nats://127.0.0.1:" + std::to_string((*s)->port()) + "?stream=s&creds=";
+  std::ofstream(dir.sub("in.jsonl")) << "{\"id\":\"a\"}\n{\"id\":\"b\"}\n";
+  const auto run = [&](const std::vector<std::string>& args) {
+    const std::string log = dir.sub("run.log");
+    std::remove(log.c_str());
+    const int rc = wait_exit(spawn_idem(args, log), std::chrono::seconds(30));
+    std::ifstream f(log);
+    return std::make_pair(rc, std::string(std::istreambuf_iterator<char>(f), {}));
+  };
+  const auto sent = run({"publish", "--to", base + dir.sub("user.creds"), dir.sub("in.jsonl")});
+  ASSERT_EQ(sent.first, 0) << sent.second;
+  const auto got = run({"consume", "--source", base + dir.sub("user.creds") + "&durable=g", "--store",
+                        "sqlite:" + dir.sub("db"), "--idle-exit-ms", "1000", "--source-wait-ms", "0"});
+  ASSERT_EQ(got.first, 0) << got.second;
+  for (const char* id : {"a", "b"})
+    EXPECT_NE(got.second.find(std::string(R"("id":")") + id + R"(","action":"ack","reason":"processed")"),
+              std::string::npos)
+        << got.second;
+  const auto refused = run({"consume", "--source", base + dir.sub("other.creds") + "&durable=g", "--store",
+                            "sqlite:" + dir.sub("db"), "--idle-exit-ms", "1000", "--source-wait-ms", "0"});
+  EXPECT_EQ(refused.first, 1) << "another operator's user: " << refused.second;
+  EXPECT_EQ(std::count(refused.second.begin(), refused.second.end(), '\n'), 1) << refused.second;
+  const std::string& creds = other->user_creds;
+  const std::size_t seed_at = creds.find("SEED-----\n") + 10;
+  const std::string seed = creds.substr(seed_at, creds.find('\n', seed_at) - seed_at);
+  ASSERT_EQ(seed.substr(0, 2), "SU");
+  EXPECT_EQ(refused.second.find(seed), std::string::npos) << "no seed in the message: " << refused.second;
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <fstream>
+#include <iterator>
 #include <thread>
 
 #include "support/child_process.hpp"
@@ -29,6 +30,7 @@ class Client {
     if (!c.user.empty()) natsOptions_SetUserInfo(o, c.user.c_str(), c.password.c_str());
     if (!c.token.empty()) natsOptions_SetToken(o, c.token.c_str());
     if (!c.nkey.empty()) natsOptions_SetNKeyFromSeed(o, c.nkey.c_str(), c.nkey_seed_file.c_str());
+    if (!c.creds_file.empty()) natsOptions_SetUserCredentialsFromFiles(o, c.creds_file.c_str(), nullptr);
     if (!c.tls_cert.empty()) {  // as a client of its own CA, with the server's certificate
       natsOptions_SetSecure(o, true);
       natsOptions_LoadCATrustedCertificates(o, c.tls_ca.empty() ? c.tls_cert.c_str() : c.tls_ca.c_str());
@@ -95,9 +97,15 @@ Status NatsServer::launch() {
                                    "-l",          (dir_ / "nats.log").string()};
   if (!config_.user.empty()) argv.insert(argv.end(), {"--user", config_.user, "--pass", config_.password});
   if (!config_.token.empty()) argv.insert(argv.end(), {"--auth", config_.token});
-  if (!config_.nkey.empty()) {
+  if (!config_.nkey.empty() || !config_.operator_jwt.empty()) {
     const fs::path conf = dir_ / "nats.conf";
-    std::ofstream(conf) << "authorization { users = [ { nkey: \"" << config_.nkey << "\" } ] }\n";
+    std::ofstream f(conf);
+    if (!config_.nkey.empty()) f << "authorization { users = [ { nkey: \"" << config_.nkey << "\" } ] }\n";
+    if (!config_.operator_jwt.empty()) {
+      f << "operator: \"" << config_.operator_jwt << "\"\nsystem_account: " << config_.system_public_key
+        << "\nresolver: MEMORY\nresolver_preload: {\n  " << config_.system_public_key << ": \"" << config_.system_jwt
+        << "\"\n  " << config_.account_public_key << ": \"" << config_.account_jwt << "\"\n}\n";
+    }
     argv.insert(argv.end(), {"-c", conf.string()});
   }
   if (!config_.tls_cert.empty())
@@ -117,8 +125,10 @@ Status NatsServer::wait_ready(int timeout_ms) {
     int status = 0;
     if (::waitpid(pid_, &status, WNOHANG) == pid_) {
       pid_ = -1;
-      return unavailable("nats-server on port " + std::to_string(port_) + " exited at start (see " +
-                         (dir_ / "nats.log").string() + ")");
+      std::ifstream log(dir_ / "nats.log");
+      const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+      return unavailable("nats-server on port " + std::to_string(port_) + " exited at start; its log ends:\n" +
+                         text.substr(text.size() > 1500 ? text.size() - 1500 : 0));
     }
     Client c(*this, config_);
     last = c.status();

@@ -25,6 +25,11 @@ struct ServerConfig {
   // The one user, by NKey (a configuration file: nats-server has no flag for it); the
   // server's own checks sign with the seed in nkey_seed_file. Empty: none.
   std::string nkey, nkey_seed_file;
+  // Operator mode (support/nkeys.hpp): the operator's JWT, its system account and the
+  // one account (public keys and JWTs, preloaded into a memory resolver); the server's
+  // own checks connect with the credentials file `creds_file`. Empty: not operator
+  // mode.
+  std::string operator_jwt, system_public_key, system_jwt, account_public_key, account_jwt, creds_file;
   // TLS only (--tls): the server's certificate and key, and with tls_verify the CA a
   // client's certificate must chain to (--tlsverify: a client without one is refused).
   std::string tls_cert, tls_key, tls_ca;
