@@ -48,7 +48,8 @@ StatusOr<ContextPtr> client_context(const TlsOptions& o) {
   SSL_CTX_set_min_proto_version(ctx.get(), TLS1_2_VERSION);
   const bool cas = o.ca_file.empty() ? SSL_CTX_set_default_verify_paths(ctx.get()) == 1
                                      : SSL_CTX_load_verify_locations(ctx.get(), o.ca_file.c_str(), nullptr) == 1;
-  if (!cas) return invalid_argument(o.ca_file.empty() ? "TLS: cannot load the system's CAs" : "TLS: cannot load tls_ca");
+  if (!cas)
+    return invalid_argument(o.ca_file.empty() ? "TLS: cannot load the system's CAs" : "TLS: cannot load tls_ca");
   if (!o.cert_file.empty()) {
     // The password is read during the load only: the callback's data need not outlive it.
     SSL_CTX_set_default_passwd_cb(ctx.get(), key_password);

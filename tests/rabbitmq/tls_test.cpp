@@ -123,5 +123,32 @@ TEST_F(RabbitTls, AClientCertificateIsSentAndItsKeyPasswordReadFromAFile) {
   EXPECT_EQ(wrong.rc, 2) << "a key its password does not open: " << wrong.text;
 }
 
+// SASL EXTERNAL: the node takes the user from the client certificate's CN
+// (idem-client, a user without a password); no password is sent or needed. A
+// certificate whose CN is no user of the node is refused, and EXTERNAL without a
+// client certificate is a usage error.
+TEST_F(RabbitTls, ExternalLogsInByTheClientCertificateAlone) {
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"add_user", "idem-client", "unused-pw-hunter2"},
+        {"clear_password", "idem-client"},
+        {"set_permissions", "-p", "/", "idem-client", ".*", ".*", ".*"}}) {
+    const Status s = server_->ctl(args);
+    ASSERT_TRUE(s.ok()) << s.to_string();
+  }
+  const auto& t = server_->tls();
+  const std::string base = "amqps://127.0.0.1:" + std::to_string(server_->tls_port()) + "/%2F?queue=tls-e&" + ca();
+  const std::string cert = "&tls_cert=" + t.client_cert + "&tls_key=" + t.client_key;
+  const Outcome sent = publish(base + cert + "&sasl_mechanism=EXTERNAL");
+  ASSERT_EQ(sent.rc, 0) << sent.text;
+  const Outcome got = consume(base + cert + "&sasl_mechanism=EXTERNAL");
+  ASSERT_EQ(got.rc, 0) << got.text;
+  EXPECT_EQ(server_->ready("tls-e").value_or(99), 0u) << "all three consumed by the certificate's user";
+  const Status deleted = server_->ctl({"delete_user", "idem-client"});
+  ASSERT_TRUE(deleted.ok()) << deleted.to_string();
+  expect_refused(consume(base + cert + "&sasl_mechanism=EXTERNAL"), "a certificate whose CN is no user");
+  const Outcome no_cert = consume(base + "&sasl_mechanism=EXTERNAL");
+  EXPECT_EQ(no_cert.rc, 2) << "EXTERNAL without a client certificate: " << no_cert.text;
+}
+
 }  // namespace
 }  // namespace idem::rabbitmq_tls_test

@@ -89,7 +89,8 @@ class RedisStreamsTls : public ::testing::Test {
 
 TEST_F(RedisStreamsTls, PublishAndConsumeOverVerifiedTlsIntoATlsStore) {
   std::ofstream(dir_.sub("in.jsonl")) << "{\"id\":\"a\"}\n{\"id\":\"b\"}\n{\"id\":\"c\"}\n";
-  const Outcome sent = idem({"publish", "--to", uri("rediss-stream", "/orders", files_->ca, true), dir_.sub("in.jsonl")});
+  const Outcome sent =
+      idem({"publish", "--to", uri("rediss-stream", "/orders", files_->ca, true), dir_.sub("in.jsonl")});
   ASSERT_EQ(sent.rc, 0) << sent.text;
   const std::string store = uri("rediss", "", files_->ca, true);
   const Outcome got = consume(uri("rediss-stream", "/orders", files_->ca, true, "&group=g"), store);

@@ -68,7 +68,8 @@ class RawRedis {
       ptrs.push_back(a.data());
       lens.push_back(a.size());
     }
-    if (redictAppendCommandArgv(c_, static_cast<int>(argv.size()), ptrs.data(), lens.data()) != REDICT_OK) fail("append");
+    if (redictAppendCommandArgv(c_, static_cast<int>(argv.size()), ptrs.data(), lens.data()) != REDICT_OK)
+      fail("append");
   }
   ReplyPtr read() {
     void* r = nullptr;

@@ -46,7 +46,8 @@ int open_consume_source(const ConsumeArgs& a, const ConsumerSettings& s, std::un
   warn_if_tls_insecure("consume", s.store_uri);
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::milliseconds(a.source_wait_ms);
   OpenSourceOptions options{.lease = s.lease};
-  if ((a.source.starts_with("redis-stream:") || a.source.starts_with("rediss-stream:")) && a.source.find("consumer=") == std::string::npos) {
+  const bool redis_stream = a.source.starts_with("redis-stream:") || a.source.starts_with("rediss-stream:");
+  if (redis_stream && a.source.find("consumer=") == std::string::npos) {
     auto name = take_consumer_name(a.source);
     if (!name.ok()) return consume_fail(kExitFailure, scrub_secrets(name.status().message(), a.source));
     options.consumer_name = *name;

@@ -85,7 +85,8 @@ StatusOr<Options> parse_uri_unscrubbed(std::string_view uri) {
   auto u = StoreUri::parse(uri);
   if (!u.ok())
     return bad("not a URI (want pulsar-ws://HOST:PORT/TENANT/NAMESPACE/TOPIC?subscription=S): " + u.status().message());
-  if (u->scheme != "pulsar-ws" && u->scheme != "pulsar-wss") return bad("scheme must be pulsar-ws:// or pulsar-wss:// (TLS)");
+  if (u->scheme != "pulsar-ws" && u->scheme != "pulsar-wss")
+    return bad("scheme must be pulsar-ws:// or pulsar-wss:// (TLS)");
   std::string_view rest = u->body;
   if (rest.substr(0, 2) != "//") return bad("want pulsar-ws://HOST:PORT/TENANT/NAMESPACE/TOPIC");
   rest.remove_prefix(2);

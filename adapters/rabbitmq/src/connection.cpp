@@ -161,9 +161,16 @@ Status Connection::login(const Options& o) {
   timeval tv = to_timeval(o.connect_timeout);
   amqp_set_handshake_timeout(conn_, &tv);
   amqp_set_rpc_timeout(conn_, &tv);
-  const amqp_rpc_reply_t r =
-      amqp_login(conn_, o.vhost.c_str(), 0, kFrameMax, 0, AMQP_SASL_METHOD_PLAIN, o.user.c_str(), o.password.c_str());
-  const std::string who = "amqp: " + where_ + " refused the login of user \"" + o.user + "\": ";
+  // EXTERNAL's response (an identity) is not read by RabbitMQ, which takes the user from
+  // the certificate; rabbitmq-c refuses an empty one.
+  const amqp_rpc_reply_t r = o.external_auth ? amqp_login(conn_, o.vhost.c_str(), 0, kFrameMax, 0,
+                                                         AMQP_SASL_METHOD_EXTERNAL, "idem")
+                                              : amqp_login(conn_, o.vhost.c_str(), 0, kFrameMax, 0,
+                                                           AMQP_SASL_METHOD_PLAIN, o.user.c_str(), o.password.c_str());
+  const std::string who = "amqp: " + where_ + " refused the login of " +
+                          (o.external_auth ? std::string("the client certificate (EXTERNAL)")
+                                           : "user \"" + o.user + "\"") +
+                          ": ";
   switch (r.reply_type) {
     case AMQP_RESPONSE_NORMAL:
       return ok_status();

@@ -59,8 +59,8 @@ Status take_host_port(std::string_view hostport, Options& o) {
 }
 
 Status take_params(const StoreUri& u, Options& o) {
-  if (Status s = u.check_params({"queue", "queue_type", "dlq", "prefetch", "connect_timeout_ms", "password"},
-                                kTlsParams);
+  if (Status s = u.check_params(
+          {"queue", "queue_type", "dlq", "prefetch", "connect_timeout_ms", "password", "sasl_mechanism"}, kTlsParams);
       !s.ok())
     return s;
   if (auto p = u.param("password")) {
@@ -84,6 +84,20 @@ Status take_params(const StoreUri& u, Options& o) {
   return ok_status();
 }
 
+// sasl_mechanism=PLAIN (default) or EXTERNAL (by the client certificate alone).
+Status take_mechanism(const StoreUri& u, bool named_user, Options& o) {
+  const std::string m = u.param("sasl_mechanism").value_or("PLAIN");
+  if (m == "PLAIN") return ok_status();
+  if (m != "EXTERNAL") return bad("sasl_mechanism must be PLAIN or EXTERNAL");
+  if (o.tls.cert_file.empty()) return bad("sasl_mechanism=EXTERNAL needs a client certificate (tls_cert, tls_key)");
+  if (named_user || u.param("password"))
+    return bad("sasl_mechanism=EXTERNAL takes the user from the certificate: no user or password");
+  o.external_auth = true;
+  o.user.clear();
+  o.password.clear();
+  return ok_status();
+}
+
 // parse_uri() before its errors lose the URI's password.
 StatusOr<Options> parse_uri_unscrubbed(std::string_view uri) {
   const bool tls_scheme = uri.starts_with("amqps://");
@@ -97,6 +111,7 @@ StatusOr<Options> parse_uri_unscrubbed(std::string_view uri) {
       uri.substr(kScheme.size(), q == std::string_view::npos ? std::string_view::npos : q - kScheme.size());
   Options o;
   o.port = 0;  // until the URI gives one
+  const bool rest_had_user = rest.substr(0, rest.find('/')).find('@') != std::string_view::npos;
   if (Status s = take_userinfo(rest, o); !s.ok()) return s;
   const auto slash = rest.find('/');
   if (Status s = take_host_port(rest.substr(0, slash), o); !s.ok()) return s;
@@ -107,6 +122,7 @@ StatusOr<Options> parse_uri_unscrubbed(std::string_view uri) {
   auto tls = parse_tls(*u, tls_scheme);
   if (!tls.ok()) return bad(tls.status().message());
   o.tls = std::move(tls).value();
+  if (Status s = take_mechanism(*u, rest_had_user, o); !s.ok()) return s;
   if (o.port == 0) o.port = o.tls.enabled ? 5671 : 5672;
   return o;
 }

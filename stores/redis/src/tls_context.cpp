@@ -48,7 +48,8 @@ Status Context::start(redictContext* c, const std::string& host, const std::stri
   SSL_free(ssl);  // not taken by c after a failure
   if (!why.empty()) return failed_precondition("TLS to " + where + ": " + why);
   return unavailable("TLS to " + where +
-                     ": the handshake did not complete (no answer in time, or the connection closed: is it a TLS port?)");
+                     ": the handshake did not complete (no answer in time, or the connection closed: "
+                     "is it a TLS port?)");
 }
 
 }  // namespace idem::redis_tls

@@ -129,7 +129,8 @@ StatusOr<OperatorSetup> make_operator_setup() {
   auto op_jwt = jwt(*op, op->public_key, "idem-test-operator", R"({"type":"operator","version":2})");
   auto system_jwt = jwt(*op, system->public_key, "SYS",
                         R"({"limits":{"subs":-1,"data":-1,"payload":-1,"imports":-1,"exports":-1,"wildcards":true,)"
-                        R"("conn":-1,"leaf":-1},"default_permissions":{"pub":{},"sub":{}},"type":"account","version":2})");
+                        R"("conn":-1,"leaf":-1},"default_permissions":{"pub":{},"sub":{}},)"
+                        R"("type":"account","version":2})");
   auto account_jwt =
       jwt(*op, account->public_key, "idem-test-account",
           R"({"limits":{"subs":-1,"data":-1,"payload":-1,"imports":-1,"exports":-1,"wildcards":true,"conn":-1,)"

@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <thread>
 
 #include "support/child_process.hpp"
@@ -26,6 +27,9 @@ namespace fs = std::filesystem;
 
 constexpr const char* kServer = "/usr/lib/rabbitmq/bin/rabbitmq-server";
 constexpr const char* kEpmd = "/usr/bin/epmd";
+// The CLI itself: /usr/sbin/rabbitmqctl would run it as the rabbitmq user, whose home
+// holds another Erlang cookie than the node of the tests.
+constexpr const char* kCtl = "/usr/lib/rabbitmq/bin/rabbitmqctl";
 
 bool accepts(const std::string& address, int port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -90,7 +94,9 @@ StatusOr<std::unique_ptr<RabbitServer>> RabbitServer::start(std::string address,
   s->node_ = "idem-" + tag + "@localhost";
   fs::remove_all(s->dir_);
   fs::create_directories(s->dir_ / "home");
-  std::ofstream(s->dir_ / "enabled_plugins") << "[].\n";
+  // On 127.0.0.1 the TLS listeners take EXTERNAL logins (the client certificate's CN).
+  std::ofstream(s->dir_ / "enabled_plugins")
+      << (s->address_ == "127.0.0.1" ? "[rabbitmq_auth_mechanism_ssl].\n" : "[].\n");
   if (s->address_ == "127.0.0.1") {
     std::string error;
     auto files = test_support::make_tls_files(s->dir_ / "tls", &error);
@@ -164,7 +170,9 @@ void RabbitServer::write_config() const {
   conf << "listeners.ssl.1 = 127.0.0.1:" << tls_port_ << "\nlisteners.ssl.2 = 127.0.0.2:" << tls_port_ << "\n"
        << "ssl_options.cacertfile = " << tls_.ca << "\nssl_options.certfile = " << tls_.server_cert << "\n"
        << "ssl_options.keyfile = " << tls_.server_key << "\nssl_options.verify = verify_peer\n"
-       << "ssl_options.fail_if_no_peer_cert = false\n";
+       << "ssl_options.fail_if_no_peer_cert = false\n"
+       << "auth_mechanisms.1 = PLAIN\nauth_mechanisms.2 = AMQPLAIN\nauth_mechanisms.3 = EXTERNAL\n"
+       << "ssl_cert_login_from = common_name\n";
 }
 
 Status RabbitServer::launch() {
@@ -192,6 +200,21 @@ Status RabbitServer::launch() {
   Status s = wait_ready(60'000);
   if (!s.ok()) kill();
   return s;
+}
+
+Status RabbitServer::ctl(const std::vector<std::string>& args) const {
+  std::vector<std::string> argv = {kCtl, "-n", node_};
+  argv.insert(argv.end(), args.begin(), args.end());
+  test_support::SpawnOptions options;
+  options.env = {"HOME=" + dir_.string() + "/home", "ERL_EPMD_PORT=" + std::to_string(epmd_port_)};
+  const fs::path log = dir_ / "ctl.log";
+  const pid_t pid = spawn(argv, log, options);
+  if (pid < 0) return unavailable("fork failed");
+  const int rc = test_support::wait_exit(pid);
+  if (rc == 0) return ok_status();
+  std::ifstream f(log);
+  return unavailable("rabbitmqctl " + args.front() + " exited " + std::to_string(rc) + ": " +
+                     std::string(std::istreambuf_iterator<char>(f), {}));
 }
 
 Status RabbitServer::wait_ready(int timeout_ms) {

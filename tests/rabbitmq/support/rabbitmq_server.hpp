@@ -63,6 +63,9 @@ class RabbitServer {
 
   // Ready messages in `queue` (passive queue.declare). kNotFound when it is absent.
   StatusOr<std::uint32_t> ready(const std::string& queue) const;
+  // Runs `rabbitmqctl -n NODE args…` against this node (e.g. add_user); its output in
+  // the error when it fails.
+  Status ctl(const std::vector<std::string>& args) const;
   // Takes every ready message of `queue` (basic.get, acked) in order.
   StatusOr<std::vector<Message>> take_all(const std::string& queue) const;
 

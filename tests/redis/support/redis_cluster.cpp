@@ -42,7 +42,8 @@ Status RedisCluster::create(int masters, int replicas) {
   const ServerConfig& tls = nodes_.front()->config();
   if (!tls.tls_cert.empty()) {
     argv.insert(argv.end(), {"--tls", "--cacert", tls.tls_ca});
-    if (!tls.tls_client_cert.empty()) argv.insert(argv.end(), {"--cert", tls.tls_client_cert, "--key", tls.tls_client_key});
+    if (!tls.tls_client_cert.empty())
+      argv.insert(argv.end(), {"--cert", tls.tls_client_cert, "--key", tls.tls_client_key});
   }
   const auto log = nodes_.front()->dir() / "cluster-create.log";
   auto rc = run_program(argv, log, 60'000);

@@ -81,7 +81,8 @@ struct Options {
 // Parses "pulsar-ws://HOST:PORT/TENANT/NAMESPACE/TOPIC?subscription=S[&type=shared|
 // key_shared|failover|exclusive][&dlq=TOPIC][&token=T][&ack_timeout_ms=N]
 // [&nack_delay_ms=N][&receiver_queue=N][&connect_timeout_ms=N]" (the subscription may
-// be left out for a Publisher); "pulsar-wss://…", or any tls_* parameter, over TLS. Errors (kInvalidArgument) never contain the token.
+// be left out for a Publisher); "pulsar-wss://…", or any tls_* parameter, over TLS.
+// Errors (kInvalidArgument) never contain the token.
 StatusOr<Options> parse_uri(std::string_view uri);
 
 // Connects the consumer (creating the subscription at the earliest message if absent).

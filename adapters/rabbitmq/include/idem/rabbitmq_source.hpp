@@ -63,6 +63,10 @@ struct Options {
   // basic.qos prefetch count; 0 (default): the `max` of the first fetch (at most 65535).
   std::uint16_t prefetch = 0;
   TlsOptions tls;                  // idem/backend/tls_options.hpp; on for amqps://
+  // SASL EXTERNAL instead of PLAIN: the broker takes the user from the client
+  // certificate (tls.cert_file, required) and no password is sent. The broker needs
+  // its rabbitmq_auth_mechanism_ssl plugin and EXTERNAL among its auth_mechanisms.
+  bool external_auth = false;
   Duration connect_timeout{2000};  // ms; TCP connect, TLS handshake and login; default 2 s
   Duration command_timeout{5000};  // ms; each request the broker answers; default 5 s
 
@@ -74,9 +78,11 @@ struct Options {
 // [&dlq=NAME][&prefetch=N][&connect_timeout_ms=N][&password_file=PATH]", or the same
 // with "amqps://" for TLS (the parameters of tls_options.hpp; the server's certificate
 // verified against the CA or the system's trust store and the host, a DNS name or an
-// IP address). USER, PASSWORD and VHOST are percent-decoded ("%2F" is the default vhost
-// "/", also taken when VHOST is absent or empty); the port defaults to 5672, 5671 over
-// TLS; the queue is required. Errors (kInvalidArgument) never contain the password.
+// IP address); "&sasl_mechanism=EXTERNAL" logs in by the client certificate (with
+// tls_cert, and no user or password in the URI). USER, PASSWORD and VHOST are
+// percent-decoded ("%2F" is the default vhost "/", also taken when VHOST is absent or
+// empty); the port defaults to 5672, 5671 over TLS; the queue is required. Errors
+// (kInvalidArgument) never contain the password.
 StatusOr<Options> parse_uri(std::string_view uri);
 
 // Connects, logs in, declares the queues when absent. Consuming starts at the first

@@ -63,7 +63,8 @@ struct Options {
 
 // Parses "redis-stream://[[USER:]PASSWORD@]HOST:PORT/STREAM?group=G[&consumer=NAME]
 // [&db=N][&dlq=NAME][&connect_timeout_ms=N][&claim_every_ms=N]" (the group may be
-// left out for a Publisher), with TLS for rediss-stream:// or any tls_* parameter. Errors (kInvalidArgument) never contain
+// left out for a Publisher), with TLS for rediss-stream:// or any tls_* parameter.
+// Errors (kInvalidArgument) never contain
 // the password.
 StatusOr<Options> parse_uri(std::string_view uri);
 
