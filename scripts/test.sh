@@ -16,10 +16,11 @@ source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 idem_install_packages
 
 build_suite() {  # build_suite NAME [cmake args…]
-  local name=$1
+  local name=$1 build_start=$SECONDS
   shift
   echo "== idem tests: $name build =="
   idem_build "$IDEM_ROOT/build/$name" -DIDEM_BUILD_TESTS=ON -DIDEM_BUILD_BENCH=OFF "$@"
+  echo "== idem tests: $name built in $((SECONDS - build_start)) s =="
 }
 
 test_suite() {  # test_suite NAME CTEST_LABEL_REGEX EXCLUDED_LABEL_REGEX
@@ -34,7 +35,7 @@ test_suite() {  # test_suite NAME CTEST_LABEL_REGEX EXCLUDED_LABEL_REGEX
     echo "idem tests: $name: a skipped test fails the run here (CI): every test must run" >&2
     return 1
   fi
-  echo "== idem tests: $name passed in $((SECONDS - suite_start)) s =="
+  echo "== idem tests: $name tests passed in $((SECONDS - suite_start)) s =="
 }
 
 run_suite() {  # run_suite NAME CTEST_LABEL_REGEX EXCLUDED_LABEL_REGEX [cmake args…]
