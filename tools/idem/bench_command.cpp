@@ -189,7 +189,7 @@ class BenchRun {
     if (scheme_ == "rocksdb") rows = rocksdb_rows(setup_);
 #endif
 #ifdef IDEM_TOOL_WITH_REDIS
-    if (scheme_ == "redis") rows = redis_rows(setup_);
+    if (scheme_ == "redis" || scheme_ == "rediss") rows = redis_rows(setup_);
 #endif
     const std::string uri = a_.store;
     const std::size_t batch = a_.batch;

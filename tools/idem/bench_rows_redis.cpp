@@ -4,7 +4,8 @@
 // hiredict alone: per message the commit of one id and the claim of the next in one
 // round trip, or per batch one pipeline of claims and one script of commits. Raw keys
 // are `<prefix>bench-raw:{<id>}` and expire after an hour. One standalone server
-// (the first endpoint of the URI); a cluster gets the idem rows only.
+// (the first endpoint of the URI; over TLS as the store connects, for rediss://); a
+// cluster gets the idem rows only.
 #include <hiredict/hiredict.h>
 
 #include <memory>
@@ -14,6 +15,7 @@
 
 #include "bench_rows.hpp"
 #include "idem/redis_store.hpp"
+#include "tls_context.hpp"
 
 namespace idem::cli {
 namespace {
@@ -43,8 +45,14 @@ class RawRedis {
  public:
   RawRedis(const redis::Options& o, std::string prefix) : prefix_(std::move(prefix)) {
     const redis::Endpoint& at = o.endpoints.front();
+    const std::string where = at.host + ":" + std::to_string(at.port);
     c_ = redictConnect(at.host.c_str(), at.port);
-    if (c_ == nullptr || c_->err != 0) fail("connect to " + at.host + ":" + std::to_string(at.port));
+    if (c_ == nullptr || c_->err != 0) fail("connect to " + where);
+    if (o.tls.enabled) {  // as the store connects (rediss://)
+      auto tls = redis_tls::Context::make(o.tls);
+      if (!tls.ok()) fail(tls.status().message());
+      if (Status s = (*tls)->start(c_, at.host, where); !s.ok()) fail(s.message());
+    }
     if (!o.password.empty()) {
       if (o.user.empty())
         call({"AUTH", o.password});
