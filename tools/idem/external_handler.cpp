@@ -25,7 +25,7 @@ std::string timed_out(Duration timeout) {
 
 std::int64_t ms_left(std::chrono::steady_clock::time_point deadline) {
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-  return std::max<std::int64_t>(0, left.count());
+  return std::max<std::int64_t>(1, left.count());
 }
 
 bool valid_utf8(std::string_view s) {

@@ -86,7 +86,8 @@ std::string head(std::string_view text, std::size_t max = 200);
 // "the handler timed out after N ms".
 std::string timed_out(Duration timeout);
 
-// The whole milliseconds left until deadline, at least 0.
+// The whole milliseconds left until deadline, at least 1: what the service is told
+// (a 0 could read as "no timeout").
 std::int64_t ms_left(std::chrono::steady_clock::time_point deadline);
 
 }  // namespace external
