@@ -31,6 +31,16 @@ struct Outcome {
   std::string text;  // stdout and stderr
 };
 
+// Runs `idem args…` with its output to `log` (replaced), up to 30 s.
+Outcome run_idem(const std::vector<std::string>& args, const std::string& log) {
+  std::remove(log.c_str());
+  Outcome r;
+  r.rc = wait_exit(spawn_idem(args, log), std::chrono::seconds(30));
+  std::ifstream f(log);
+  r.text.assign(std::istreambuf_iterator<char>(f), {});
+  return r;
+}
+
 class NatsNKey : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -52,15 +62,7 @@ class NatsNKey : public ::testing::Test {
   std::string uri(const std::string& params) const {
     return "nats://127.0.0.1:" + std::to_string(server_->port()) + "?stream=s" + params;
   }
-  Outcome idem(const std::vector<std::string>& args) {
-    const std::string log = dir_.sub("run.log");
-    std::remove(log.c_str());
-    Outcome r;
-    r.rc = wait_exit(spawn_idem(args, log), std::chrono::seconds(30));
-    std::ifstream f(log);
-    r.text.assign(std::istreambuf_iterator<char>(f), {});
-    return r;
-  }
+  Outcome idem(const std::vector<std::string>& args) { return run_idem(args, dir_.sub("run.log")); }
   Outcome consume(const std::string& params) {
     return idem({"consume", "--source", uri("&durable=g" + params), "--store", "sqlite:" + dir_.sub("db"),
                  "--idle-exit-ms", "1000", "--source-wait-ms", "0"});
@@ -113,31 +115,25 @@ TEST(NatsCreds, ACredentialsFileWorksAndAnotherOperatorsIsRefused) {
   ASSERT_TRUE(s.ok()) << s.status().to_string();
   const std::string base = "nats://127.0.0.1:" + std::to_string((*s)->port()) + "?stream=s&creds=";
   std::ofstream(dir.sub("in.jsonl")) << "{\"id\":\"a\"}\n{\"id\":\"b\"}\n";
-  const auto run = [&](const std::vector<std::string>& args) {
-    const std::string log = dir.sub("run.log");
-    std::remove(log.c_str());
-    const int rc = wait_exit(spawn_idem(args, log), std::chrono::seconds(30));
-    std::ifstream f(log);
-    return std::make_pair(rc, std::string(std::istreambuf_iterator<char>(f), {}));
-  };
+  const auto run = [&](const std::vector<std::string>& args) { return run_idem(args, dir.sub("run.log")); };
   const auto sent = run({"publish", "--to", base + dir.sub("user.creds"), dir.sub("in.jsonl")});
-  ASSERT_EQ(sent.first, 0) << sent.second;
+  ASSERT_EQ(sent.rc, 0) << sent.text;
   const auto got = run({"consume", "--source", base + dir.sub("user.creds") + "&durable=g", "--store",
                         "sqlite:" + dir.sub("db"), "--idle-exit-ms", "1000", "--source-wait-ms", "0"});
-  ASSERT_EQ(got.first, 0) << got.second;
+  ASSERT_EQ(got.rc, 0) << got.text;
   for (const char* id : {"a", "b"})
-    EXPECT_NE(got.second.find(std::string(R"("id":")") + id + R"(","action":"ack","reason":"processed")"),
+    EXPECT_NE(got.text.find(std::string(R"("id":")") + id + R"(","action":"ack","reason":"processed")"),
               std::string::npos)
-        << got.second;
+        << got.text;
   const auto refused = run({"consume", "--source", base + dir.sub("other.creds") + "&durable=g", "--store",
                             "sqlite:" + dir.sub("db"), "--idle-exit-ms", "1000", "--source-wait-ms", "0"});
-  EXPECT_EQ(refused.first, 1) << "another operator's user: " << refused.second;
-  EXPECT_EQ(std::count(refused.second.begin(), refused.second.end(), '\n'), 1) << refused.second;
+  EXPECT_EQ(refused.rc, 1) << "another operator's user: " << refused.text;
+  EXPECT_EQ(std::count(refused.text.begin(), refused.text.end(), '\n'), 1) << refused.text;
   const std::string& creds = other->user_creds;
   const std::size_t seed_at = creds.find("SEED-----\n") + 10;
   const std::string seed = creds.substr(seed_at, creds.find('\n', seed_at) - seed_at);
   ASSERT_EQ(seed.substr(0, 2), "SU");
-  EXPECT_EQ(refused.second.find(seed), std::string::npos) << "no seed in the message: " << refused.second;
+  EXPECT_EQ(refused.text.find(seed), std::string::npos) << "no seed in the message: " << refused.text;
 }
 
 }  // namespace
