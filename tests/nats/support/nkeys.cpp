@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdint>
 #include <ctime>
+#include <string_view>
 #include <vector>
 
 namespace idem::nats_test {
@@ -32,22 +33,27 @@ std::uint16_t crc16(const std::vector<std::uint8_t>& bytes) {
   return crc;
 }
 
-// RFC 4648 base32, without padding.
-std::string base32(const std::vector<std::uint8_t>& bytes) {
-  static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
+// bytes in `width`-bit groups, each as a character of `alphabet` (RFC 4648 base32 or
+// base64url), without padding.
+std::string pack(std::string_view bytes, const char* alphabet, int width) {
   std::string out;
   std::uint32_t buffer = 0;
   int bits = 0;
-  for (std::uint8_t b : bytes) {
+  for (unsigned char b : bytes) {
     buffer = (buffer << 8) | b;
     bits += 8;
-    while (bits >= 5) {
-      out += kAlphabet[(buffer >> (bits - 5)) & 31];
-      bits -= 5;
+    while (bits >= width) {
+      out += alphabet[(buffer >> (bits - width)) & ((1u << width) - 1)];
+      bits -= width;
     }
   }
-  if (bits > 0) out += kAlphabet[(buffer << (5 - bits)) & 31];
+  if (bits > 0) out += alphabet[(buffer << (width - bits)) & ((1u << width) - 1)];
   return out;
+}
+
+std::string base32(const std::vector<std::uint8_t>& bytes) {
+  return pack(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()),
+              "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", 5);
 }
 
 // prefix + key + CRC-16 (little-endian), in base32.
@@ -58,22 +64,9 @@ std::string encode(std::vector<std::uint8_t> bytes) {
   return base32(bytes);
 }
 
-// RFC 4648 base64url, without padding (JWT's encoding).
+// base64url without padding (JWT's encoding).
 std::string base64url(std::string_view bytes) {
-  static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-  std::string out;
-  std::uint32_t buffer = 0;
-  int bits = 0;
-  for (unsigned char b : bytes) {
-    buffer = (buffer << 8) | b;
-    bits += 8;
-    while (bits >= 6) {
-      out += kAlphabet[(buffer >> (bits - 6)) & 63];
-      bits -= 6;
-    }
-  }
-  if (bits > 0) out += kAlphabet[(buffer << (6 - bits)) & 63];
-  return out;
+  return pack(bytes, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_", 6);
 }
 
 // A JWT of `claims` ({"jti", "iat", "iss", "name", "sub", "nats": …}) signed by issuer.
